@@ -1,0 +1,159 @@
+"""Side-by-side benchmark: sequential samplers vs PreSTO on the same prompts, seeds and engine.
+
+    python scripts/benchmark.py                          # embedded default, BFS at N_pf 5, 10, 20
+    python scripts/benchmark.py --n-pf 20 engine=vllm    # any Hydra override of conf/ applies
+
+One process loads the engine once and, prompt by prompt, runs the sequential chain and then
+every PreSTO setting, so machine noise hits all settings alike. It prints, per setting, the
+speedup in summed model-call time over the sequential chain, its decomposition (reduction
+in calls x time-per-call ratio), transitions per call, and the fraction of chains identical
+to the sequential ones (1.0 on a deterministic engine). Figures go to a JSON file too.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT / "src"))
+
+
+def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--n-pf", type=int, nargs="+", default=[5, 10, 20], help="PreSTO budgets to compare")
+    parser.add_argument("--traversals", nargs="+", default=["bfs"], help="PreSTO traversal rules to compare")
+    parser.add_argument("--samplers", nargs="+", default=None, help="samplers (default: the config's)")
+    parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
+    return parser.parse_known_args(argv)
+
+
+def compose(overrides: list[str]):
+    from hydra import compose as hydra_compose
+    from hydra import initialize_config_dir
+
+    from presto.cli import register_resolvers
+
+    register_resolvers(PROJECT_ROOT)
+    with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        return hydra_compose(config_name="config", overrides=overrides)
+
+
+def main(argv: list[str]) -> int:
+    args, overrides = parse_args(argv)
+    from omegaconf import OmegaConf
+
+    from presto.cli import check_group_choices
+    from presto.config import validate, validate_sampler
+    from presto.engines import build_engine
+    from presto.prefetch.presto import PrefetchStepper
+    from presto.prefetch.traversal import TRAVERSALS
+    from presto.runner.run import sample_chain
+    from presto.samplers import build_kernel
+    from presto.samplers.chain import BlockSchedule, SequentialStepper
+    from presto.tasks import build_task
+
+    check_group_choices(PROJECT_ROOT / "conf", overrides)
+    cfg = compose(overrides)
+    settings = validate(cfg)
+    samplers = args.samplers or [settings.sampler.name]
+    dataset_cfg = OmegaConf.to_container(cfg.dataset, resolve=True)
+    if dataset_cfg.get("seed") is None:
+        dataset_cfg["seed"] = settings.seed
+    task = build_task(dataset_cfg)
+    problems = task.load()[: settings.num_prompts]
+    engine = build_engine(
+        OmegaConf.to_container(cfg.engine, resolve=True), OmegaConf.to_container(cfg.model, resolve=True)
+    )
+    rows = []
+    for sampler in samplers:
+        sampler_cfg = compose([*overrides, f"sampler={sampler}"]) if sampler != settings.sampler.name else cfg
+        sampler_settings = validate_sampler(sampler_cfg)
+        kernel = build_kernel(sampler_settings)
+        schedule = BlockSchedule(sampler_settings.max_new_tokens, sampler_settings.block_size, sampler_settings.steps)
+        setups = [("sequential", 1)] + [(t, n) for t in args.traversals for n in args.n_pf]
+        records: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
+        for problem in problems:
+            for chain in range(settings.chains_per_prompt):
+                for traversal, n_pf in setups:
+                    stepper = (
+                        SequentialStepper()
+                        if traversal == "sequential"
+                        else PrefetchStepper(TRAVERSALS[traversal](), n_pf)
+                    )
+                    record = sample_chain(engine, kernel, stepper, task, problem, chain, settings.seed, schedule)
+                    records[(traversal, n_pf)].append(record)
+                    print(
+                        f"  {sampler} {traversal:>10} n_pf={n_pf:<3} {problem.problem_id} chain {chain}: "
+                        f"{record['transitions'] / record['model_calls']:.2f} transitions/call, "
+                        f"{record['call_time_s']:.2f} s in calls",
+                        flush=True,
+                    )
+        baseline = records[("sequential", 1)]
+        base_calls = sum(r["model_calls"] for r in baseline)
+        base_time = sum(r["call_time_s"] for r in baseline)
+        for (traversal, n_pf), recs in records.items():
+            calls = sum(r["model_calls"] for r in recs)
+            call_time = sum(r["call_time_s"] for r in recs)
+            transitions = sum(r["transitions"] for r in recs)
+            identical = sum(
+                r["tokens"].tolist() == b["tokens"].tolist() and r["accepts"] == b["accepts"]
+                for r, b in zip(recs, baseline, strict=True)
+            )
+            rows.append(
+                {
+                    "sampler": sampler,
+                    "traversal": traversal,
+                    "n_pf": n_pf,
+                    "chains": len(recs),
+                    "model_calls": calls,
+                    "call_time_s": call_time,
+                    "transitions_per_call": transitions / calls,
+                    "time_per_call_s": call_time / calls,
+                    "speedup": base_time / call_time,
+                    "call_reduction": base_calls / calls,
+                    "time_per_call_ratio": (call_time / calls) / (base_time / base_calls),
+                    "identical_chains": identical / len(recs),
+                    "discarded_per_call": sum(r["discarded_requests"] for r in recs) / calls,
+                    "unique_requests_per_call": sum(r["unique_requests"] for r in recs) / calls,
+                    "loglik_mean": sum(r["loglik"] for r in recs) / len(recs),
+                }
+            )
+    metrics = engine.metrics()
+    engine.close()
+    print_table(rows, cfg, metrics)
+    out = args.out or PROJECT_ROOT / "outputs" / "benchmarks" / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps({"overrides": overrides, "rows": rows, "engine_metrics": metrics}, indent=2))
+    print(f"figures written to {out}")
+    return 0
+
+
+def print_table(rows: list[dict], cfg, metrics: dict) -> None:
+    s = cfg.sampler
+    print(
+        f"\nengine={cfg.engine.name} model={cfg.model.path} dataset={cfg.dataset.name} "
+        f"prompts={cfg.dataset.num_prompts} chains/prompt={cfg.run.chains_per_prompt} "
+        f"alpha={s.alpha} n={s.max_new_tokens} B={s.block_size} K={s.steps} seed={cfg.seed}"
+    )
+    header = (
+        f"{'sampler':<11}{'traversal':<11}{'n_pf':>5}{'calls':>7}{'call s':>9}{'trans/call':>11}"
+        f"{'s/call':>8}{'speedup':>9}{'calls÷':>8}{'s/call×':>9}{'identical':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    for r in rows:
+        print(
+            f"{r['sampler']:<11}{r['traversal']:<11}{r['n_pf']:>5}{r['model_calls']:>7}{r['call_time_s']:>9.2f}"
+            f"{r['transitions_per_call']:>11.2f}{r['time_per_call_s']:>8.3f}{r['speedup']:>8.2f}x"
+            f"{r['call_reduction']:>7.2f}x{r['time_per_call_ratio']:>8.2f}x{r['identical_chains']:>10.2f}"
+        )
+    if metrics:
+        print("engine metrics: " + ", ".join(f"{k}={v:.3g}" for k, v in metrics.items()))
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

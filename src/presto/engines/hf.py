@@ -1,0 +1,206 @@
+"""transformers engine: every request of a call decoded together as one batch on CPU.
+
+KV-cache reuse: the requests of a call are grouped into chains of prefixes (in a PreSTO
+round they are all prefixes of the root sequence). A group runs ONE forward pass over its
+longest prefix S; request r with prefix S[:m] then takes its first-token logits from
+position m-1 of that pass and decodes on a copy of the cache whose positions >= m are
+masked out, with RoPE position ids m, m+1, ... — mathematically the cache of S[:m] alone.
+Rows leave the batch as they finish (longest suffix first), so a call costs about the
+tokens it generates, not rows x longest.
+
+Sampling is per row, from the request's own generator (batch-invariant); statistics are
+computed in float64 from the same logits row (log p0 raw, log q tempered, entropy).
+"""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections.abc import Sequence
+from pathlib import Path
+
+import numpy as np
+
+from presto.engines.base import Engine, SuffixRequest, SuffixResult
+from presto.engines.token_sampling import request_generator
+
+_DTYPES = ("float32", "float64", "bfloat16")
+
+
+def group_prefix_chains(requests: Sequence[SuffixRequest]) -> list[list[int]]:
+    """Indices grouped so that, within a group, every prefix is a prefix of the group's first."""
+    order = sorted(range(len(requests)), key=lambda i: -len(requests[i].prefix))
+    groups: list[list[int]] = []
+    for i in order:
+        prefix = requests[i].prefix
+        for group in groups:
+            head = requests[group[0]].prefix
+            if head[: len(prefix)] == prefix:
+                group.append(i)
+                break
+        else:
+            groups.append([i])
+    return groups
+
+
+class HFEngine(Engine):
+    name = "hf"
+
+    def __init__(self, model_dir: str | Path, dtype: str = "float32", threads: int | None = None) -> None:
+        super().__init__()
+        if dtype not in _DTYPES:
+            raise ValueError(f"engine.dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        import torch
+        from transformers import AutoModelForCausalLM, AutoTokenizer
+        from transformers.utils import logging as hf_logging
+
+        hf_logging.disable_progress_bar()
+        if threads:
+            torch.set_num_threads(int(threads))
+        self._torch = torch
+        self.dtype = getattr(torch, dtype)
+        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=self.dtype)
+        self.model.eval()
+        # transformers renamed `past_key_values` to `cache` in 5.2x; accept both.
+        forward_params = inspect.signature(self.model.forward).parameters
+        self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
+        self.model_dir = Path(model_dir)
+        generation_eos = getattr(self.model.generation_config, "eos_token_id", None)
+        eos = {self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set()
+        if isinstance(generation_eos, int):
+            eos.add(generation_eos)
+        elif generation_eos:
+            eos.update(generation_eos)
+        self._eos = frozenset(eos)
+
+    # --- text side ---------------------------------------------------------------------
+
+    def encode_prompt(self, messages, raw_prompt: str = "", **template_kwargs) -> list[int]:
+        if messages and self.tokenizer.chat_template:
+            ids = self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=True, **template_kwargs
+            )
+            if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+                ids = ids["input_ids"]
+            return [int(t) for t in ids]
+        text = raw_prompt or "\n".join(m["content"] for m in messages)
+        ids = self.tokenizer(text, add_special_tokens=True)["input_ids"]
+        if not ids and self.tokenizer.bos_token_id is not None:
+            ids = [self.tokenizer.bos_token_id]
+        return [int(t) for t in ids]
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode([int(t) for t in token_ids], skip_special_tokens=False)
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        return self._eos
+
+    # --- model side --------------------------------------------------------------------
+
+    def _forward(self, input_ids, cache, attention_mask=None, position_ids=None, logits_to_keep=1):
+        out = self.model(
+            input_ids=input_ids,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=True,
+            logits_to_keep=logits_to_keep,
+            **{self._cache_kwarg: cache},
+        )
+        return out.logits
+
+    def score(self, prefix, tokens):
+        torch = self._torch
+        ids = list(prefix) + [int(t) for t in tokens]
+        with torch.inference_mode():
+            logits = self.model(input_ids=torch.tensor([ids])).logits[0, len(prefix) - 1 : len(ids) - 1]
+            logp = torch.log_softmax(logits.double(), dim=-1)
+            entropy = -(logp.exp() * logp).sum(-1)
+            picked = logp.gather(1, torch.tensor(tokens, dtype=torch.long)[:, None])[:, 0]
+        return picked.numpy(), entropy.numpy()
+
+    def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
+        results: list[SuffixResult | None] = [None] * len(requests)
+        with self._torch.inference_mode():
+            for group in group_prefix_chains(requests):
+                for index, result in zip(group, self._generate_group([requests[i] for i in group]), strict=True):
+                    results[index] = result
+        return results  # type: ignore[return-value]
+
+    def _generate_group(self, group: list[SuffixRequest]) -> list[SuffixResult]:
+        """Decode requests whose prefixes are all prefixes of ``group[0].prefix``."""
+        torch = self._torch
+        from transformers import DynamicCache
+
+        # Longest suffix first, so finished rows are always a tail of the batch.
+        order = sorted(range(len(group)), key=lambda i: -group[i].num_new_tokens)
+        rows = [group[i] for i in order]
+        shared = max((r.prefix for r in rows), key=len)
+        lengths = torch.tensor([len(r.prefix) for r in rows])
+        if int(lengths.min()) < 1:
+            raise ValueError("the hf engine needs a non-empty prefix (prompt) for every request")
+        width = len(shared)
+        cache = DynamicCache(config=self.model.config)
+        first_logits = self._forward(torch.tensor([shared]), cache, logits_to_keep=torch.unique(lengths - 1))[0]
+        # Map each row to its row in the kept logits (torch.unique sorts the positions).
+        kept = torch.unique(lengths - 1)
+        logits = first_logits[torch.searchsorted(kept, lengths - 1)]
+
+        batch = len(rows)
+        cache.batch_repeat_interleave(batch)
+        # Positions >= m of row r belong to S, not to the row's own prefix: mask them.
+        mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
+        generators = [request_generator(r.seed) for r in rows]
+        temperatures = torch.tensor([r.temperature for r in rows], dtype=torch.float64)
+        steps = max(r.num_new_tokens for r in rows)
+        tokens = np.zeros((batch, steps), dtype=np.int64)
+        logp0_out = np.zeros((batch, steps))
+        logq_out = np.zeros((batch, steps))
+        entropy_out = np.zeros((batch, steps))
+        extra = [r.extra_temperatures for r in rows]
+        extra_out = [np.zeros((r.num_new_tokens, len(r.extra_temperatures))) for r in rows]
+        active = batch
+        for step in range(steps):
+            uniforms = torch.tensor([g.random() for g in generators[:active]], dtype=torch.float64)
+            logits64 = logits.double()
+            logp0 = torch.log_softmax(logits64, dim=-1)
+            logq = torch.log_softmax(logits64 / temperatures[:active, None], dim=-1)
+            cdf = torch.cumsum(torch.exp(logq - logq.max(dim=-1, keepdim=True).values), dim=-1)
+            picked = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True)[:, 0]
+            picked = picked.clamp(max=cdf.shape[-1] - 1)
+            tokens[:active, step] = picked.numpy()
+            logp0_out[:active, step] = logp0.gather(1, picked[:, None])[:, 0].numpy()
+            logq_out[:active, step] = logq.gather(1, picked[:, None])[:, 0].numpy()
+            entropy_out[:active, step] = (-(logp0.exp() * logp0).sum(-1)).numpy()
+            for row in range(active):
+                for j, t in enumerate(extra[row]):
+                    extra_out[row][step, j] = float(torch.log_softmax(logits64[row] / t, dim=-1)[picked[row]])
+            still = sum(1 for r in rows[:active] if r.num_new_tokens > step + 1)
+            if still == 0:
+                break
+            if still < active:
+                cache.batch_select_indices(torch.arange(still))
+                mask = mask[:still]
+                active = still
+            mask = torch.cat([mask, torch.ones(active, 1, dtype=mask.dtype)], dim=1)
+            positions = (lengths[:active] + step)[:, None]
+            logits = self._forward(
+                torch.from_numpy(tokens[:active, step : step + 1]), cache, attention_mask=mask, position_ids=positions
+            )[:, -1]
+
+        out: list[SuffixResult | None] = [None] * batch
+        for row, original in enumerate(order):
+            n = rows[row].num_new_tokens
+            out[original] = SuffixResult(
+                tokens[row, :n].copy(),
+                logp0_out[row, :n].copy(),
+                logq_out[row, :n].copy(),
+                entropy_out[row, :n].copy(),
+                extra_out[row],
+            )
+        return out  # type: ignore[return-value]
+
+
+def default_threads() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

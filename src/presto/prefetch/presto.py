@@ -1,0 +1,89 @@
+"""PreSTO: one batched model call per prefetch round, then the MH walk over the subtree.
+
+A round rooted at the state of transition k asks the traversal rule which depths to
+request, generates all their proposals from the root's prefixes in ONE engine call, and
+walks the realized accept/reject path with the kernel's own rule. The walk stops at the
+depth cap K-k, at a depth not requested, or at a deferred node (its state does not share
+the root's first c_d tokens, or, for a state-dependent cut law, its cut differs from the
+speculated one); the next round resumes there with the same random inputs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from presto.prefetch.traversal import Traversal
+from presto.prefetch.tree import log_tree
+from presto.samplers.chain import ChainTrace
+from presto.samplers.kernel import Decision
+
+
+class PrefetchStepper:
+    """Runs a block's K transitions in prefetch rounds of at most N_pf requests."""
+
+    name = "presto"
+
+    def __init__(
+        self,
+        traversal: Traversal,
+        budget: int,
+        on_round: Callable[[dict[str, Any]], None] | None = None,
+        max_logged_nodes: int = 64,
+    ) -> None:
+        if budget < 1:
+            raise ValueError(f"budget.n_pf must be >= 1, got {budget}")
+        self.traversal = traversal
+        self.budget = budget
+        self.on_round = on_round
+        self.max_logged_nodes = max_logged_nodes
+
+    def run_block(self, kernel, engine, prompt_ids, state, key, stage, steps, trace: ChainTrace):
+        done = 0
+        while done < steps:
+            root, start = state, done
+            depth_cap = steps - done
+
+            def inputs(depth: int, start: int = start):
+                return key.decision(stage, start + depth)
+
+            plan = self.traversal.plan(kernel, root, inputs, depth_cap, self.budget)
+            if 0 not in plan or len(plan) > self.budget or max(plan) >= depth_cap:
+                raise RuntimeError(f"{self.traversal.name} planned depths {sorted(plan)} outside the rules")
+            requests = {d: kernel.requests(prompt_ids, root, cut, inputs(d)) for d, cut in sorted(plan.items())}
+            flat = engine.generate([r for group in requests.values() for r in group])
+            results, offset = {}, 0
+            for depth, group in requests.items():
+                results[depth] = flat[offset : offset + len(group)]
+                offset += len(group)
+
+            path: list[Decision] = []
+            for depth in range(depth_cap):
+                if depth not in plan:
+                    break
+                cut = plan[depth]
+                if not state.shares_prefix(root, cut):
+                    break  # deferred: the realized path rewrote the prefix this proposal used
+                if kernel.state_depends_cut and kernel.cut(state, inputs(depth)) != cut:
+                    trace.discarded_requests += 1
+                    break  # the speculated cut does not hold for the realized state
+                decision = kernel.decide(state, cut, results[depth], inputs(depth))
+                path.append(decision)
+                state = decision.state
+                trace.accepts.append(int(decision.accepted))
+            if not path:
+                raise RuntimeError("a prefetch round realized no transition (depth 0 must always be valid)")
+            done += len(path)
+            trace.rounds += 1
+            if self.on_round is not None:
+                self.on_round(
+                    {
+                        "stage": stage,
+                        "transition": start,
+                        "depth_cap": depth_cap,
+                        "requested_depths": sorted(plan),
+                        "realized": len(path),
+                        "nodes": log_tree(kernel, root, plan, results, inputs, path, depth_cap, self.max_logged_nodes),
+                    }
+                )
+        return state

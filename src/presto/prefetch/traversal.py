@@ -1,0 +1,52 @@
+"""Traversal rules: which decisions of the prefetch tree a model call generates.
+
+The prefetch tree below a root state at transition k holds every accept/reject path of
+the next K-k decisions. Random inputs are keyed by transition, so all nodes at depth d
+share the cut c_d and the suffix seed; a node is feasible (Condition 1, generalized) when
+its state agrees with the root on the first c_d tokens, and then its proposal is the
+proposal generated from the root's prefix. The all-reject path is always feasible, so
+every feasible node at depth d is served by ONE request: ``root[:c_d] + suffix(seed_d)``.
+A traversal rule therefore picks depths, and a call with N_pf requests covers the whole
+tree down to depth N_pf - 1 — what the paper's BFS covers with 2^N_pf - 1 node requests
+when identical requests are not merged.
+
+Deferred requests keep their random inputs: a node that turns out infeasible (its path
+accepted a proposal that changed the first c_d tokens) stops the walk, and the next round,
+rooted at the realized state, asks for that same decision with the same inputs.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+
+from presto.samplers.kernel import Kernel
+from presto.samplers.randomness import DecisionInputs
+from presto.samplers.state import ChainState
+
+
+class Traversal(ABC):
+    name: str = "traversal"
+
+    @abstractmethod
+    def plan(
+        self,
+        kernel: Kernel,
+        root: ChainState,
+        inputs: Callable[[int], DecisionInputs],
+        depth_cap: int,
+        budget: int,
+    ) -> dict[int, int]:
+        """Map each depth to request (0 always included) to its speculative cut."""
+
+
+class BreadthFirst(Traversal):
+    """Level by level from the root: depths 0 .. min(N_pf, K-k) - 1."""
+
+    name = "bfs"
+
+    def plan(self, kernel, root, inputs, depth_cap, budget):
+        return {depth: kernel.cut(root, inputs(depth)) for depth in range(min(budget, depth_cap))}
+
+
+TRAVERSALS: dict[str, type[Traversal]] = {"bfs": BreadthFirst}

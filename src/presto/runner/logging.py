@@ -1,0 +1,45 @@
+"""Run loggers: where per-round, per-chain and summary records go besides the run directory.
+
+The runner calls a logger at four points; ``logger=none`` does nothing, ``logger=wandb``
+(presto.eval.wandb_logger) sends them to Weights & Biases. A logger must never make a run
+fail: its errors are reported once and the run goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any, Protocol
+
+
+class RunLogger(Protocol):
+    def on_round(self, record: Mapping[str, Any]) -> None: ...
+    def on_chain(self, record: Mapping[str, Any]) -> None: ...
+    def on_summary(self, summary: Mapping[str, Any], run_dir: Path) -> None: ...
+    def finish(self) -> None: ...
+
+
+class NullLogger:
+    def on_round(self, record: Mapping[str, Any]) -> None:
+        pass
+
+    def on_chain(self, record: Mapping[str, Any]) -> None:
+        pass
+
+    def on_summary(self, summary: Mapping[str, Any], run_dir: Path) -> None:
+        pass
+
+    def finish(self) -> None:
+        pass
+
+
+def build_logger(logger_cfg: Mapping[str, Any] | None, run_config: Mapping[str, Any], run_dir: Path) -> RunLogger:
+    """The logger named by ``logger.name`` (``none`` when the group is absent)."""
+    name = (logger_cfg or {}).get("name", "none")
+    if name == "none":
+        return NullLogger()
+    if name == "wandb":
+        from presto.eval.wandb_logger import WandbLogger
+
+        return WandbLogger(dict(logger_cfg), dict(run_config), run_dir)
+    raise ValueError(f"logger={name} is not a logger; choose one of: none, wandb")

@@ -1,0 +1,210 @@
+"""run(cfg): chains for every (prompt, chain) of a config, written to the run directory.
+
+The evaluation loop is plain Python: validate, load the task and the engine, run each
+chain with the chosen stepper (sequential or a PreSTO traversal), append its record to
+chains.jsonl as soon as it finishes, and summarize. Interrupting a run loses at most the
+chain in flight; ``run.resume=true`` continues it.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from omegaconf import DictConfig, OmegaConf
+
+from presto.baselines import Baseline
+from presto.config import RunSettings, SamplerSettings, validate
+from presto.engines import Engine, build_engine
+from presto.runner.logging import build_logger
+from presto.runner.outputs import RunWriter
+from presto.samplers import build_kernel
+from presto.samplers.chain import BlockSchedule, BlockStepper, SequentialStepper, run_chain
+from presto.samplers.kernel import Kernel
+from presto.samplers.randomness import ChainKey
+from presto.tasks import Problem, Task
+
+
+def cut_at_eos(tokens: np.ndarray, eos_ids: frozenset[int]) -> np.ndarray:
+    """Tokens up to (excluding) the first EOS: the chain runs past it, graders must not."""
+    for i, token in enumerate(tokens):
+        if int(token) in eos_ids:
+            return tokens[:i]
+    return tokens
+
+
+def build_sampler(settings: SamplerSettings) -> Kernel | Baseline:
+    """An MH kernel, or a test-time baseline (lowtemp, best_of_n, power_smc)."""
+    from presto.baselines import BASELINES, build_baseline
+
+    if settings.name in BASELINES:
+        return build_baseline(settings)
+    return build_kernel(settings)
+
+
+def make_stepper(settings: RunSettings, on_round):
+    if settings.traversal == "sequential":
+        return SequentialStepper()
+    from presto.prefetch.presto import PrefetchStepper
+    from presto.prefetch.traversal import TRAVERSALS
+
+    if settings.traversal not in TRAVERSALS:
+        raise ValueError(f"traversal={settings.traversal} is not implemented yet")
+    return PrefetchStepper(TRAVERSALS[settings.traversal](), settings.n_pf, on_round, settings.max_logged_nodes)
+
+
+def summarize(settings: RunSettings, records: list[dict[str, Any]], engine: Engine, wall_time_s: float):
+    calls = sum(r["model_calls"] for r in records)
+    call_time = sum(r["call_time_s"] for r in records)
+    transitions = sum(r["transitions"] for r in records)
+    accepts = sum(sum(r["accepts"]) for r in records)
+    graded = [r["correct"] for r in records if r.get("correct") is not None]
+    summary: dict[str, Any] = {
+        "sampler": settings.sampler.name,
+        "traversal": settings.traversal,
+        "n_pf": 1 if settings.traversal == "sequential" else settings.n_pf,
+        "alpha": settings.sampler.alpha,
+        "tau": settings.sampler.tau,
+        "max_new_tokens": settings.sampler.max_new_tokens,
+        "block_size": settings.sampler.block_size,
+        "steps": settings.sampler.steps,
+        "seed": settings.seed,
+        "prompts": len({r["prompt_id"] for r in records}),
+        "chains": len(records),
+        "transitions": transitions,
+        "model_calls": calls,
+        "call_time_s": call_time,
+        "transitions_per_call": transitions / calls if calls else None,
+        "time_per_call_s": call_time / calls if calls else None,
+        "acceptance_rate": accepts / transitions if transitions else None,
+        "prefetch_rounds": sum(r["rounds"] for r in records),
+        "discarded_requests": sum(r.get("discarded_requests", 0) for r in records),
+        "wall_time_s": wall_time_s,
+        "loglik_mean": float(np.mean([r["loglik"] for r in records])) if records else None,
+        "confidence_mean": float(np.mean([r["confidence"] for r in records])) if records else None,
+        "graded": len(graded),
+        "ungraded": len(records) - len(graded),
+        "accuracy": float(np.mean(graded)) if graded else None,
+    }
+    summary.update(engine.metrics())
+    return summary
+
+
+def sample_chain(
+    engine: Engine,
+    kernel: Kernel | Baseline,
+    stepper: BlockStepper,
+    task: Task,
+    problem: Problem,
+    chain: int,
+    seed: int,
+    schedule: BlockSchedule,
+) -> dict[str, Any]:
+    """Run one chain and return its chains.jsonl record (graded when the task can)."""
+    template_kwargs = getattr(task, "chat_template_kwargs", None) or {}
+    prompt_ids = engine.encode_prompt(problem.messages, problem.raw_prompt, **template_kwargs)
+    before = engine.stats.snapshot()
+    start = time.perf_counter()
+    key = ChainKey(seed, problem.index, chain)
+    if isinstance(kernel, Kernel):
+        state, trace = run_chain(kernel, engine, stepper, prompt_ids, key, schedule)
+    else:  # a test-time baseline (presto.baselines): it samples a whole answer itself
+        state, trace = kernel.sample(engine, prompt_ids, key, schedule)
+    text = engine.decode(cut_at_eos(state.tokens, engine.eos_token_ids))
+    grade = task.grade(problem, text)
+    return {
+        "prompt_id": problem.problem_id,
+        "prompt_index": problem.index,
+        "chain": chain,
+        "seed": seed,
+        "tokens": state.tokens,
+        "text": text,
+        "accepts": trace.accepts,
+        "transitions": len(trace.accepts),
+        "rounds": trace.rounds,
+        "discarded_requests": trace.discarded_requests,
+        "model_calls": engine.stats.calls - before.calls,
+        "call_time_s": engine.stats.call_time_s - before.call_time_s,
+        "unique_requests": engine.stats.unique_requests - before.unique_requests,
+        "wall_time_s": time.perf_counter() - start,
+        "loglik": state.loglik_mean(),
+        "confidence": state.confidence_mean(),
+        "correct": grade.correct,
+        "extracted": grade.extracted,
+    }
+
+
+def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
+    """Run every chain of ``cfg`` into ``run_dir``; returns the summary."""
+    settings = validate(cfg)
+    from presto.tasks import build_task
+
+    run_dir = Path(run_dir)
+    RunWriter.check(run_dir, settings.resume)
+    dataset_cfg = OmegaConf.to_container(cfg.dataset, resolve=True)
+    if dataset_cfg.get("seed") is None:
+        dataset_cfg["seed"] = settings.seed
+    task = build_task(dataset_cfg)
+    problems = task.load()[: settings.num_prompts]
+    engine = build_engine(
+        OmegaConf.to_container(cfg.engine, resolve=True), OmegaConf.to_container(cfg.model, resolve=True)
+    )
+    writer = RunWriter(run_dir, settings.resume)
+    logger = build_logger(
+        OmegaConf.to_container(cfg.logger, resolve=True) if "logger" in cfg else None,
+        OmegaConf.to_container(cfg, resolve=True),
+        run_dir,
+    )
+    previous_summary_time = 0.0
+    if settings.resume and writer.summary_path.exists():
+        previous_summary_time = float(json.loads(writer.summary_path.read_text()).get("wall_time_s") or 0.0)
+    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
+    kernel = build_sampler(settings.sampler)
+    schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
+    records = list(writer.previous)
+    done = writer.finished()
+    jobs = [
+        (problem, chain)
+        for problem in problems
+        for chain in range(settings.chains_per_prompt)
+        if (problem.problem_id, chain) not in done
+    ]
+    start = time.perf_counter()
+    progress = _progress(len(jobs), settings.progress)
+    try:
+        for problem, chain in jobs:
+            round_counter = iter(range(10**9))
+
+            def on_round(record, problem=problem, chain=chain, counter=round_counter):
+                full = {"prompt_id": problem.problem_id, "chain": chain, "round": next(counter), **record}
+                writer.append_tree(full)
+                logger.on_round(full)
+
+            record = sample_chain(
+                engine, kernel, make_stepper(settings, on_round), task, problem, chain, settings.seed, schedule
+            )
+            writer.flush_trees()
+            writer.append_chain(record)
+            logger.on_chain(record)
+            records.append(record)
+            progress.update(1)
+            calls = sum(r["model_calls"] for r in records)
+            progress.set_postfix(transitions_per_call=f"{sum(r['transitions'] for r in records) / max(1, calls):.2f}")
+    finally:
+        progress.close()
+        summary = summarize(settings, records, engine, previous_summary_time + time.perf_counter() - start)
+        writer.write_summary(summary)
+        writer.close()
+        engine.close()
+        logger.on_summary(summary, run_dir)
+        logger.finish()
+    return summary
+
+
+def _progress(total: int, enabled: bool):
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="chains", unit="chain", disable=not enabled, dynamic_ncols=True)

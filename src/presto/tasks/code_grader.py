@@ -1,0 +1,82 @@
+"""Code grading: pull the program out of a completion, assemble it with the task's tests.
+
+The functions here are pure string work (tested without running anything); running the
+assembled job is :func:`presto.tasks.sandbox.run_sandboxed`'s business.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from presto.tasks.base import Grade
+from presto.tasks.sandbox import SandboxLimits, run_sandboxed
+
+_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+_PY_LABELS = {"python", "py", "python3", "py3"}
+
+
+def extract_program(text: str) -> str:
+    """The program in a completion: the last ```python block (the final version, after any
+    drafts), else the last fenced block, else the code after an unclosed fence (the
+    generation ran out), else the text before a stray closing fence, else the whole text.
+    """
+    blocks = _FENCE.findall(text)
+    python_blocks = [body for label, body in blocks if label.lower() in _PY_LABELS]
+    if python_blocks:
+        return python_blocks[-1].strip("\n")
+    unlabeled = [body for label, body in blocks if not label]
+    if unlabeled:
+        return unlabeled[-1].strip("\n")
+    last_open = max((m.end() for m in re.finditer(r"```[ \t]*(?:python3?|py3?)[ \t]*\n", text)), default=-1)
+    if last_open >= 0:
+        return text[last_open:].strip("\n")
+    if "```" in text:
+        return text[: text.index("```")].strip("\n")
+    return text.strip("\n")
+
+
+def function_body(continuation: str) -> str:
+    """The indented lines of a completion-style continuation, up to the first dedent."""
+    kept: list[str] = []
+    for line in continuation.split("\n"):
+        if line.strip() and not line[0].isspace():
+            break
+        kept.append(line)
+    return "\n".join(kept).rstrip() + "\n"
+
+
+def defines(code: str, name: str) -> bool:
+    """Whether ``code`` defines a top-level function or class called ``name``."""
+    return re.search(rf"^(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", code, re.MULTILINE) is not None
+
+
+def humaneval_program(prompt: str, code: str, test: str, entry_point: str) -> str:
+    """Prompt, solution, tests, ``check(entry_point)``.
+
+    A completion that defines the function is appended after the prompt (which keeps the
+    prompt's imports and helper functions; the new definition replaces the stub); one that
+    does not is taken as the function body, in the classic completion format.
+    """
+    solution = f"{prompt}\n{code}\n" if defines(code, entry_point) else prompt + function_body(code)
+    return f"{solution}\n\n{test}\n\ncheck({entry_point})\n"
+
+
+def mbpp_program(setup: str, code: str, tests: Sequence[str]) -> str:
+    """Setup code, solution, then the task's assert statements."""
+    return f"{setup}\n{code}\n\n" + "\n".join(tests) + "\n"
+
+
+def grade_job(job: Mapping[str, Any], extracted: str, limits: SandboxLimits, allow_code_execution: bool) -> Grade:
+    """Run a sandbox job and turn its outcome into a :class:`Grade`."""
+    if not allow_code_execution:
+        return Grade(None, extracted, "code execution disabled (dataset.allow_code_execution=false)")
+    if not extracted.strip():
+        return Grade(False, extracted, "empty program")
+    result = run_sandboxed(dict(job), limits)
+    if result.status == "error":
+        return Grade(None, extracted, f"sandbox error: {result.detail}")
+    return Grade(
+        result.passed, extracted, result.detail if not result.passed else f"passed in {result.duration_s:.2f} s"
+    )

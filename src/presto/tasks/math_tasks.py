@@ -1,0 +1,145 @@
+"""Math datasets: MATH500, AIME 2024/2025 (integer answers), and generated math (offline)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+from presto.tasks.base import (
+    DEFAULT_STOP_STRINGS,
+    Grade,
+    Problem,
+    TaskDataError,
+    chat_template_kwargs_from,
+    cut_at_stop,
+)
+from presto.tasks.data import load_rows, num_prompts_from, require
+from presto.tasks.math_grader import grade_integer, grade_math, parse_integer
+from presto.tasks.prompts import math_prompt
+
+
+class _MathTask:
+    """Config plumbing shared by the math tasks; subclasses say how rows map to problems."""
+
+    name = "math"
+    integer_answers = False
+
+    def __init__(self, cfg: Mapping[str, Any]) -> None:
+        self.cfg = dict(cfg)
+        self.stop_strings = tuple(self.cfg.get("stop_strings") or DEFAULT_STOP_STRINGS)
+
+    @property
+    def chat_template_kwargs(self) -> dict[str, Any]:
+        return chat_template_kwargs_from(self.cfg)
+
+    def _problems(self, items: Sequence[tuple[str, str, Any]]) -> list[Problem]:
+        problems = []
+        for i, (problem_id, text, answer) in enumerate(items):
+            messages, raw = math_prompt(text)
+            problems.append(Problem(i, problem_id, messages, raw, answer))
+        return problems
+
+    def grade(self, problem: Problem, completion: str) -> Grade:
+        text = cut_at_stop(completion, self.stop_strings)
+        if self.integer_answers:
+            return grade_integer(text, problem.reference)
+        return grade_math(text, str(problem.reference))
+
+
+class Math500Task(_MathTask):
+    """MATH-500 (HuggingFaceH4/MATH-500): problem/solution/answer/subject/level/unique_id."""
+
+    name = "math500"
+
+    def load(self) -> list[Problem]:
+        rows, source = load_rows(self.cfg, task=self.name, required=("problem", "answer"), default_split="test")
+        items = []
+        for i, row in enumerate(rows):
+            problem = require(row, "problem", str, task=self.name, source=source, i=i)
+            answer = require(row, "answer", (str, int, float), task=self.name, source=source, i=i)
+            items.append((str(row.get("unique_id") or f"math500/{i}"), problem, str(answer)))
+        return self._problems(items)
+
+
+class _AIMETask(_MathTask):
+    integer_answers = True
+    id_key = "id"
+    problem_key = "problem"
+    answer_key = "answer"
+
+    def load(self) -> list[Problem]:
+        rows, source = load_rows(
+            self.cfg, task=self.name, required=(self.problem_key, self.answer_key), default_split="train"
+        )
+        items = []
+        for i, row in enumerate(rows):
+            problem = require(row, self.problem_key, str, task=self.name, source=source, i=i)
+            answer = parse_integer(str(row[self.answer_key]))
+            if answer is None:
+                raise TaskDataError(
+                    f"{self.name}: {source} row {i}: field {self.answer_key!r} should be an integer, "
+                    f"got {row[self.answer_key]!r:.40}"
+                )
+            problem_id = row.get(self.id_key)
+            items.append((f"{self.name}/{problem_id if problem_id is not None else i}", problem, answer))
+        return self._problems(items)
+
+
+class AIME24Task(_AIMETask):
+    """AIME 2024 (Maxwell-Jia/AIME_2024): ID/Problem/Solution/Answer."""
+
+    name = "aime24"
+    id_key, problem_key, answer_key = "ID", "Problem", "Answer"
+
+
+class AIME25Task(_AIMETask):
+    """AIME 2025 (MathArena/aime_2025): problem_idx/problem/answer."""
+
+    name = "aime25"
+    id_key, problem_key, answer_key = "problem_idx", "problem", "answer"
+
+
+DEFAULT_GENERATORS: tuple[str, ...] = (
+    "basic_arithmetic",
+    "chain_sum",
+    "products",
+    "gcd",
+    "lcm",
+    "simple_equations",
+    "fraction_simplification",
+    "gsm_symbolic",
+)
+
+
+class GenMathTask(_MathTask):
+    """Generated math from ``reasoning-gym``: offline, exact answers, reproducible by seed.
+
+    Problem ``i`` comes from generator ``i % len(generators)``, so any prefix of the set
+    mixes all generators. ``generator_seed`` (not the run seed) fixes the problems, so
+    runs with different sampling seeds grade the same questions.
+    """
+
+    name = "gen_math"
+
+    def load(self) -> list[Problem]:
+        try:
+            import reasoning_gym
+        except ImportError as exc:
+            raise TaskDataError(f"{self.name}: needs the reasoning-gym package (pip install reasoning-gym)") from exc
+        generators = list(self.cfg.get("generators") or DEFAULT_GENERATORS)
+        n = num_prompts_from(self.cfg) or 100
+        seed = int(self.cfg.get("generator_seed", 0) or 0)
+        per_generator = -(-n // len(generators))
+        datasets: dict[str, Any] = {}
+        for g, gen in enumerate(generators):
+            try:
+                datasets[gen] = reasoning_gym.create_dataset(gen, size=per_generator, seed=seed + g)
+            except Exception as exc:
+                raise TaskDataError(f"{self.name}: reasoning-gym generator {gen!r} failed: {exc}") from exc
+        items = []
+        for i in range(n):
+            gen = generators[i % len(generators)]
+            k = i // len(generators)
+            entry = datasets[gen][k]
+            items.append((f"{gen}/{seed + generators.index(gen)}/{k}", str(entry["question"]), str(entry["answer"])))
+        return self._problems(items)

@@ -1,0 +1,104 @@
+"""Program extraction, program assembly, and grading of correct and wrong programs."""
+
+from __future__ import annotations
+
+import pytest
+
+from presto.tasks.code_grader import (
+    defines,
+    extract_program,
+    function_body,
+    grade_job,
+    humaneval_program,
+    mbpp_program,
+)
+from presto.tasks.sandbox import SandboxLimits
+
+LIMITS = SandboxLimits(timeout_s=5.0, memory_mb=512)
+
+
+@pytest.mark.parametrize(
+    ("text", "program"),
+    [
+        ("Here:\n```python\nx = 1\n```\nand more", "x = 1"),
+        ("draft\n```python\nx = 1\n```\nfinal\n```python\nx = 2\n```", "x = 2"),
+        ("```py\nx = 3\n```", "x = 3"),
+        ("```\nx = 4\n```", "x = 4"),
+        ("```text\nnot code\n```\n```python\nx = 5\n```\n```bash\nls\n```", "x = 5"),
+        ("truncated\n```python\nx = 6\ny = 7", "x = 6\ny = 7"),
+        ("x = 8\n```\ntrailing", "x = 8"),
+        ("x = 9\n", "x = 9"),
+    ],
+)
+def test_extract_program(text: str, program: str) -> None:
+    assert extract_program(text) == program
+
+
+def test_function_body_stops_at_dedent() -> None:
+    assert function_body("    return 1\n\n    # c\nprint('x')\n    y") == "    return 1\n\n    # c\n"
+
+
+def test_defines() -> None:
+    assert defines("import os\ndef foo(x):\n    pass", "foo")
+    assert defines("class foo:\n    pass", "foo")
+    assert not defines("def foobar(x):\n    pass", "foo")
+    assert not defines("    def foo(x):\n        pass", "foo")
+
+
+def test_humaneval_program_forms() -> None:
+    prompt = 'from typing import List\n\ndef f(xs: List[int]) -> int:\n    """Sum."""\n'
+    full = humaneval_program(prompt, "def f(xs):\n    return sum(xs)", "def check(c):\n    assert c([1]) == 1", "f")
+    body = humaneval_program(prompt, "    return sum(xs)\nprint('junk')", "def check(c):\n    pass", "f")
+    assert full.startswith(prompt) and full.rstrip().endswith("check(f)")
+    assert "print('junk')" not in body and prompt + "    return sum(xs)\n" in body
+
+
+def test_mbpp_program() -> None:
+    program = mbpp_program("import math", "def g(a):\n    return a", ["assert g(1) == 1"])
+    assert program.index("import math") < program.index("def g") < program.index("assert g(1)")
+
+
+def test_correct_and_wrong_programs() -> None:
+    good = mbpp_program("", "def sq(x):\n    return x * x", ["assert sq(3) == 9", "assert sq(-2) == 4"])
+    wrong = mbpp_program("", "def sq(x):\n    return x + x", ["assert sq(3) == 9", "assert sq(-2) == 4"])
+    syntax = mbpp_program("", "def sq(x) return x", ["assert sq(3) == 9"])
+    raises = mbpp_program("", "def sq(x):\n    raise ValueError('no')", ["assert sq(3) == 9"])
+    assert grade_job({"kind": "script", "code": good}, "code", LIMITS, True).correct is True
+    for program in (wrong, syntax, raises):
+        assert grade_job({"kind": "script", "code": program}, "code", LIMITS, True).correct is False
+
+
+def test_exit_before_tests_is_not_a_pass() -> None:
+    for early_exit in ("import sys\nsys.exit(0)", "import os\nos._exit(0)", "exit()"):
+        program = mbpp_program("", f"def sq(x):\n    return 0\n{early_exit}", ["assert sq(3) == 9"])
+        assert grade_job({"kind": "script", "code": program}, "code", LIMITS, True).correct is False, early_exit
+
+
+def test_main_guard_does_not_run_in_function_tasks() -> None:
+    code = "def sq(x):\n    return x * x\nif __name__ == '__main__':\n    input()\n    raise SystemExit(1)"
+    program = mbpp_program("", code, ["assert sq(3) == 9"])
+    assert grade_job({"kind": "script", "code": program}, "code", LIMITS, True).correct is True
+
+
+def test_execution_disabled_is_ungradable() -> None:
+    grade = grade_job({"kind": "script", "code": "assert True"}, "assert True", LIMITS, False)
+    assert grade.correct is None and "disabled" in grade.detail
+
+
+def test_empty_program_is_wrong() -> None:
+    assert grade_job({"kind": "script", "code": ""}, "  \n", LIMITS, True).correct is False
+
+
+def test_stdio_output_comparison() -> None:
+    cases = [{"input": "3\n", "output": "1.50\n2\n"}]
+    exact = "n = int(input())\nprint('1.50')\nprint(2)"
+    numeric = "n = int(input())\nprint(n / 2)\nprint(2.0)"
+    wrong = "print(1)\nprint(2)"
+    threads = (
+        "import threading, sys\nthreading.stack_size(2**26)\nsys.setrecursionlimit(10**5)\n"
+        "def main():\n    n = int(input())\n    print(n / 2)\n    print(2)\n"
+        "threading.Thread(target=main).start()"
+    )
+    for code, expected in ((exact, True), (numeric, True), (wrong, False), (threads, True)):
+        job = {"kind": "stdio", "code": code, "cases": cases}
+        assert grade_job(job, code, LIMITS, True).correct is expected, code

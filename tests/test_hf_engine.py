@@ -1,0 +1,81 @@
+"""The transformers engine: batch-invariant sampling, exact statistics, exact PreSTO chains."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from presto.engines.base import SuffixRequest  # noqa: E402
+from presto.engines.hf import HFEngine, group_prefix_chains  # noqa: E402
+from presto.models import make_tiny_model  # noqa: E402
+from presto.prefetch.presto import PrefetchStepper  # noqa: E402
+from presto.prefetch.traversal import BreadthFirst  # noqa: E402
+from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain  # noqa: E402
+from presto.samplers.powermh import PowerMH  # noqa: E402
+from presto.samplers.randomness import ChainKey  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def engine(tmp_path_factory):
+    model_dir = make_tiny_model(tmp_path_factory.mktemp("tiny") / "model", dtype="float64", seed=1)
+    return HFEngine(model_dir, dtype="float64")
+
+
+@pytest.fixture(scope="module")
+def prompt(engine):
+    return engine.encode_prompt([{"role": "user", "content": "Write a function that adds two numbers."}])
+
+
+def test_group_prefix_chains_groups_prefixes_of_one_sequence():
+    requests = [SuffixRequest((1, 2, 3), 2, 1.0, 0), SuffixRequest((1, 2), 2, 1.0, 0), SuffixRequest((1, 5), 2, 1.0, 0)]
+    groups = group_prefix_chains(requests)
+    assert sorted(map(sorted, groups)) == [[0, 1], [2]]
+
+
+def test_batched_call_equals_single_calls_and_direct_forward(engine, prompt):
+    sequence = tuple(prompt) + tuple(range(1000, 1030))
+    cuts = [(len(prompt) + 3, 12), (len(sequence), 4), (len(prompt) + 20, 9), (len(prompt), 15)]
+    requests = [SuffixRequest(sequence[:m], n, 0.5, 77 + m, (0.25, 1.0)) for m, n in cuts]
+    batched = engine.generate(requests)
+    for request, result in zip(requests, batched, strict=True):
+        (single,) = engine.generate([request])
+        np.testing.assert_array_equal(single.tokens, result.tokens)
+        np.testing.assert_allclose(single.logq, result.logq, atol=1e-10)
+        ids = list(request.prefix) + result.tokens.tolist()
+        with torch.no_grad():
+            logits = engine.model(input_ids=torch.tensor([ids])).logits[0].double()
+        positions = torch.arange(len(request.prefix) - 1, len(ids) - 1)
+        picked = torch.tensor(result.tokens)
+        logp0 = torch.log_softmax(logits[positions], -1)
+        np.testing.assert_allclose(result.logp0, logp0[torch.arange(len(picked)), picked].numpy(), atol=1e-10)
+        logq = torch.log_softmax(logits[positions] / 0.5, -1)[torch.arange(len(picked)), picked]
+        np.testing.assert_allclose(result.logq, logq.numpy(), atol=1e-10)
+        quarter = torch.log_softmax(logits[positions] / 0.25, -1)[torch.arange(len(picked)), picked]
+        np.testing.assert_allclose(result.logq_extra[:, 0], quarter.numpy(), atol=1e-10)
+        np.testing.assert_allclose(result.logq_extra[:, 1], result.logp0, atol=1e-10)
+        entropy = -(logp0.exp() * logp0).sum(-1)
+        np.testing.assert_allclose(result.entropy, entropy.numpy(), atol=1e-10)
+    assert engine.stats.calls >= 1 + len(requests)
+
+
+def test_sampling_depends_on_seed_not_on_batch(engine, prompt):
+    base = SuffixRequest(tuple(prompt), 10, 1.0, 5)
+    other = SuffixRequest(tuple(prompt), 10, 1.0, 6)
+    a, b = engine.generate([base, other])
+    (alone,) = engine.generate([base])
+    np.testing.assert_array_equal(a.tokens, alone.tokens)
+    assert not np.array_equal(a.tokens, b.tokens)
+
+
+def test_presto_chains_equal_sequential_chains_in_float64(engine, prompt):
+    kernel = PowerMH(alpha=4.0, tau=0.25)
+    schedule = BlockSchedule(12, 6, 6)
+    for seed in range(4):
+        key = ChainKey(seed, 0, 0)
+        reference, reference_trace = run_chain(kernel, engine, SequentialStepper(), prompt, key, schedule)
+        for n_pf in (2, 5, 20):
+            state, trace = run_chain(kernel, engine, PrefetchStepper(BreadthFirst(), n_pf), prompt, key, schedule)
+            np.testing.assert_array_equal(state.tokens, reference.tokens)
+            assert trace.accepts == reference_trace.accepts
