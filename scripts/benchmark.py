@@ -46,7 +46,7 @@ def main(argv: list[str]) -> int:
     args, overrides = parse_args(argv)
     from omegaconf import OmegaConf
 
-    from presto.cli import check_group_choices
+    from presto.cli import check_group_choices, with_default_engine
     from presto.config import validate, validate_sampler
     from presto.engines import build_engine
     from presto.prefetch.presto import PrefetchStepper
@@ -56,6 +56,7 @@ def main(argv: list[str]) -> int:
     from presto.samplers.chain import BlockSchedule, SequentialStepper
     from presto.tasks import build_task
 
+    overrides = with_default_engine(overrides)
     check_group_choices(PROJECT_ROOT / "conf", overrides)
     cfg = compose(overrides)
     settings = validate(cfg)
@@ -68,6 +69,11 @@ def main(argv: list[str]) -> int:
     engine = build_engine(
         OmegaConf.to_container(cfg.engine, resolve=True), OmegaConf.to_container(cfg.model, resolve=True)
     )
+    traversals = {}
+    for name in args.traversals:
+        options = OmegaConf.to_container(compose([*overrides, f"traversal={name}"]).traversal, resolve=True)
+        options.pop("name")
+        traversals[name] = TRAVERSALS[name].from_options(options)
     rows = []
     for sampler in samplers:
         sampler_cfg = compose([*overrides, f"sampler={sampler}"]) if sampler != settings.sampler.name else cfg
@@ -82,7 +88,7 @@ def main(argv: list[str]) -> int:
                     stepper = (
                         SequentialStepper()
                         if traversal == "sequential"
-                        else PrefetchStepper(TRAVERSALS[traversal](), n_pf)
+                        else PrefetchStepper(traversals[traversal], n_pf)
                     )
                     record = sample_chain(engine, kernel, stepper, task, problem, chain, settings.seed, schedule)
                     records[(traversal, n_pf)].append(record)

@@ -11,7 +11,13 @@ sys.path.insert(0, str(PROJECT_ROOT / "src"))
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from presto.cli import check_group_choices, execute, register_resolvers  # noqa: E402
+from presto.cli import (  # noqa: E402
+    check_group_choices,
+    execute,
+    options_first,
+    register_resolvers,
+    with_default_engine,
+)
 
 register_resolvers(PROJECT_ROOT)
 
@@ -22,5 +28,6 @@ def main(cfg: DictConfig) -> float | None:
 
 
 if __name__ == "__main__":
+    sys.argv[1:] = options_first(with_default_engine(sys.argv[1:]))
     check_group_choices(PROJECT_ROOT / "conf", sys.argv[1:])
     main()

@@ -41,6 +41,58 @@ def check_group_choices(conf_dir: Path, overrides: list[str]) -> None:
                 fail(f"{key}={option} is not an option; choose one of: {', '.join(options)}")
 
 
+# Options of Hydra's command line and how many values each takes (hydra-core 1.3): None = one,
+# "?" = an optional one from its choices.
+_HYDRA_OPTION_VALUES: dict[str, int | str | None] = {
+    **dict.fromkeys(("-h", "--help", "--hydra-help", "--version", "--resolve", "-r", "--run"), 0),
+    **dict.fromkeys(("-m", "--multirun", "-sc", "--shell-completion"), 0),
+    **dict.fromkeys(("-c", "--cfg", "-p", "--package", "-cp", "--config-path", "-cn", "--config-name"), None),
+    **dict.fromkeys(("-cd", "--config-dir", "--experimental-rerun"), None),
+    **dict.fromkeys(("-i", "--info"), "?"),
+}
+_INFO_CHOICES = ("all", "config", "defaults", "defaults-tree", "plugins", "searchpath")
+
+
+def options_first(argv: list[str]) -> list[str]:
+    """Hydra options first, then every override, so `a=1 -m b=1,2` works as `-m a=1 b=1,2`.
+
+    Hydra's parser reads the overrides as one run of positional arguments: an option
+    between two overrides (the `-m` in `sampler=entropycut -m budget.n_pf=8,12,20`) would
+    leave the later ones "unrecognized". Values of options that take one stay with them.
+    """
+    options: list[str] = []
+    overrides: list[str] = []
+    i = 0
+    while i < len(argv):
+        token = argv[i]
+        name = token.split("=", 1)[0]
+        if token.startswith("-") and name in _HYDRA_OPTION_VALUES:
+            options.append(token)
+            arity = _HYDRA_OPTION_VALUES[name]
+            takes_next = "=" not in token and i + 1 < len(argv)
+            if takes_next and (arity is None or (arity == "?" and argv[i + 1] in _INFO_CHOICES)):
+                options.append(argv[i + 1])
+                i += 1
+        elif token.startswith("-"):
+            options.append(token)  # not Hydra's: let its parser report it
+        else:
+            overrides.append(token)
+        i += 1
+    return [*options, *overrides]
+
+
+def with_default_engine(overrides: list[str]) -> list[str]:
+    """Without an `engine=` override, run on vLLM when it is installed, else on transformers."""
+    if any(o.lstrip("+~").split("=", 1)[0] == "engine" for o in overrides):
+        return overrides
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is not None:
+        return [*overrides, "engine=vllm"]
+    print("notice: vLLM is not installed, running on engine=hf (bash scripts/install.sh installs vLLM)")
+    return [*overrides, "engine=hf"]
+
+
 def _user_errors() -> tuple[type[BaseException], ...]:
     from presto.config import ConfigError
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
 
-SAMPLERS = ("powermh", "entropycut", "multitry")
+SAMPLERS = ("powermh", "entropycut", "multitry", "lowtemp", "best_of_n", "power_smc")
 TRAVERSALS = ("sequential", "bfs", "predictive")
 
 
@@ -37,6 +37,7 @@ class RunSettings:
     seed: int
     sampler: SamplerSettings
     traversal: str
+    traversal_options: dict[str, Any]  # rule-specific keys (predictor checkpoint, ...)
     n_pf: int
     chains_per_prompt: int
     num_prompts: int
@@ -101,6 +102,7 @@ def validate(cfg: DictConfig) -> RunSettings:
         seed=seed,
         sampler=sampler,
         traversal=traversal,
+        traversal_options={k: v for k, v in OmegaConf.to_container(cfg.traversal, resolve=True).items() if k != "name"},
         n_pf=n_pf,
         chains_per_prompt=chains,
         num_prompts=prompts,

@@ -2,20 +2,31 @@
 
 A baseline samples a whole answer itself: ``sample(engine, prompt_ids, key, schedule)``
 returns the final state and a trace, like a chain, so the runner, the run directory and
-the summaries treat it as one.
+the summaries treat it as one. Each baseline talks to the model only through
+``Engine.generate`` (one batched call for all its candidates or particles of a block), so
+its model calls, call time and the engine's KV-cache figures mean what they mean for the
+MH samplers.
+
+- ``lowtemp``: one sample at temperature tau (default 1/alpha).
+- ``best_of_n``: N samples at tau in one call; keeps the highest summed log q_tau.
+- ``power_smc``: P particles grown block by block at tau, importance-weighted towards
+  p0^alpha with the exponent ramped in, resampled when the ESS falls below a threshold.
+
+Unlike the MH chains (fixed horizon), the baselines stop a sample at its first EOS, as the
+paper's baselines do: tokens after it are dropped from the state, from scores and weights.
 """
 
 from __future__ import annotations
 
-from typing import Protocol
+from typing import Any, Protocol
 
-from presto.config import SamplerSettings
+from presto.config import ConfigError, SamplerSettings
 from presto.engines.base import Engine
 from presto.samplers.chain import BlockSchedule, ChainTrace
 from presto.samplers.randomness import ChainKey
 from presto.samplers.state import ChainState
 
-BASELINES: tuple[str, ...] = ()
+BASELINES: tuple[str, ...] = ("lowtemp", "best_of_n", "power_smc")
 
 
 class Baseline(Protocol):
@@ -26,5 +37,48 @@ class Baseline(Protocol):
     ) -> tuple[ChainState, ChainTrace]: ...
 
 
+def _integer(options: dict[str, Any], sampler: str, key: str, default: int, minimum: int) -> int:
+    value = options.get(key, default)
+    if isinstance(value, bool) or not isinstance(value, int) or value < minimum:
+        raise ConfigError(f"sampler.{key} must be an integer >= {minimum} for sampler={sampler}, got {value!r}")
+    return value
+
+
+def _check_keys(options: dict[str, Any], sampler: str, allowed: tuple[str, ...]) -> None:
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        known = ", ".join(allowed) or "none besides the shared ones"
+        raise ConfigError(f"sampler.{unknown[0]} is not a key of sampler={sampler}; its own keys: {known}")
+
+
 def build_baseline(settings: SamplerSettings) -> Baseline:
-    raise ValueError(f"sampler={settings.name} is not a baseline; choose one of: {', '.join(BASELINES) or 'none yet'}")
+    """The baseline of ``settings.name``; checks its own keys (one-line ConfigError)."""
+    name, options = settings.name, dict(settings.options)
+    if name == "lowtemp":
+        from presto.baselines.lowtemp import LowTemperature
+
+        _check_keys(options, name, ())
+        return LowTemperature(settings.tau)
+    if name == "best_of_n":
+        from presto.baselines.best_of_n import SCORES, BestOfN
+
+        _check_keys(options, name, ("num_samples", "score"))
+        score = options.get("score", "logq")
+        if score not in SCORES:
+            raise ConfigError(f"sampler.score={score} is not allowed; choose one of: {', '.join(SCORES)}")
+        return BestOfN(settings.tau, _integer(options, name, "num_samples", 8, 1), score)
+    if name == "power_smc":
+        from presto.baselines.power_smc import PowerSMC
+
+        _check_keys(options, name, ("num_particles", "ramp_tokens", "ess_threshold"))
+        threshold = options.get("ess_threshold", 0.5)
+        if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
+            raise ConfigError(f"sampler.ess_threshold must be a number in [0, 1], got {threshold!r}")
+        return PowerSMC(
+            settings.alpha,
+            settings.tau,
+            num_particles=_integer(options, name, "num_particles", 8, 1),
+            ramp_tokens=_integer(options, name, "ramp_tokens", 400, 0),
+            ess_threshold=float(threshold),
+        )
+    raise ValueError(f"sampler={name} is not a baseline; choose one of: {', '.join(BASELINES)}")

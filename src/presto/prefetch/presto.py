@@ -51,7 +51,20 @@ class PrefetchStepper:
             if 0 not in plan or len(plan) > self.budget or max(plan) >= depth_cap:
                 raise RuntimeError(f"{self.traversal.name} planned depths {sorted(plan)} outside the rules")
             requests = {d: kernel.requests(prompt_ids, root, cut, inputs(d)) for d, cut in sorted(plan.items())}
-            flat = engine.generate([r for group in requests.values() for r in group])
+            batch = [r for group in requests.values() for r in group]
+            before = engine.stats.snapshot()
+            flat = engine.generate(batch)
+            call_time_s = engine.stats.call_time_s - before.call_time_s
+            observe = getattr(self.traversal, "observe_call", None)
+            if observe is not None:  # cost-aware rules learn what a call costs (plans never change the chain)
+                observe(
+                    {
+                        "call_time_s": call_time_s,
+                        "generated_tokens": engine.stats.generated_tokens - before.generated_tokens,
+                        "unique_requests": engine.stats.unique_requests - before.unique_requests,
+                        "longest_suffix": max(r.num_new_tokens for r in batch),
+                    }
+                )
             results, offset = {}, 0
             for depth, group in requests.items():
                 results[depth] = flat[offset : offset + len(group)]
@@ -83,6 +96,8 @@ class PrefetchStepper:
                         "depth_cap": depth_cap,
                         "requested_depths": sorted(plan),
                         "realized": len(path),
+                        "call_time_s": call_time_s,  # wall time of this round's one engine call
+                        "requests": len(flat),
                         "nodes": log_tree(kernel, root, plan, results, inputs, path, depth_cap, self.max_logged_nodes),
                     }
                 )

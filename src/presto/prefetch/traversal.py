@@ -17,8 +17,10 @@ rooted at the realized state, asks for that same decision with the same inputs.
 
 from __future__ import annotations
 
+import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Callable
+from typing import Any, ClassVar
 
 from presto.samplers.kernel import Kernel
 from presto.samplers.randomness import DecisionInputs
@@ -27,6 +29,13 @@ from presto.samplers.state import ChainState
 
 class Traversal(ABC):
     name: str = "traversal"
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> Traversal:
+        """Build from the traversal group's keys (besides ``name``); rules without keys take none."""
+        if options:
+            raise ValueError(f"traversal={cls.name} takes no options, got {sorted(options)}")
+        return cls()
 
     @abstractmethod
     def plan(
@@ -49,4 +58,25 @@ class BreadthFirst(Traversal):
         return {depth: kernel.cut(root, inputs(depth)) for depth in range(min(budget, depth_cap))}
 
 
-TRAVERSALS: dict[str, type[Traversal]] = {"bfs": BreadthFirst}
+class _Registry(dict):
+    """Rules keyed by ``traversal.name``; those in their own modules are imported on first use.
+
+    The predictive rule subclasses Traversal and pulls in the predictor code, so importing
+    it here would be a cycle (and a cost every BFS run would pay).
+    """
+
+    _lazy: ClassVar[dict[str, tuple[str, str]]] = {"predictive": ("presto.prefetch.predictive", "PredictiveTraversal")}
+
+    def __missing__(self, name: str) -> type[Traversal]:
+        if name not in self._lazy:
+            raise KeyError(name)
+        module, attribute = self._lazy[name]
+        rule = getattr(importlib.import_module(module), attribute)
+        self[name] = rule
+        return rule
+
+    def __contains__(self, name: object) -> bool:
+        return dict.__contains__(self, name) or name in self._lazy
+
+
+TRAVERSALS: dict[str, type[Traversal]] = _Registry(bfs=BreadthFirst)

@@ -14,12 +14,68 @@ from collections import deque
 from collections.abc import Callable, Sequence
 from typing import Any
 
+import numpy as np
+
 from presto.engines.base import SuffixResult
 from presto.samplers.kernel import Decision, Kernel
 from presto.samplers.randomness import DecisionInputs
 from presto.samplers.state import ChainState
 
 EPSILON = 0.01
+
+ROOT_STATISTICS = ("logq", "entropy")
+"""Per-token root arrays summarized around a cut (Appendix E.7: likelihood, entropy)."""
+
+
+def cut_statistics(values: np.ndarray, cut: int) -> tuple[float, float, float, float]:
+    """Value at the first resampled token, change into it, change out of it, suffix mean.
+
+    ``values[i]`` belongs to generated position i; the cut keeps positions < cut, so
+    position ``cut`` is the first resampled one. Changes that would need a position
+    outside the sequence are 0.
+    """
+    length = values.shape[0]
+    if not 0 <= cut < length:
+        return 0.0, 0.0, 0.0, 0.0
+    at = float(values[cut])
+    into = at - float(values[cut - 1]) if cut >= 1 else 0.0
+    out = float(values[cut + 1]) - at if cut + 1 < length else 0.0
+    return at, into, out, float(values[cut:].mean())
+
+
+PATH_FEATURES = frozenset({"parent_cut", "parent_cut_fraction", "gap", "gap_fraction", "accepts_on_path"})
+"""Features that depend on the node's path, not only on (root, depth, cut): a predictor that
+uses none of them gives every node of a depth the same prediction."""
+
+
+def node_features(root: ChainState, cut: int, depth: int, node_cut: int, accepts: int) -> dict[str, float]:
+    """What a predictor may know about a decision before its proposal is generated.
+
+    ``node_cut`` is the paper's c_i, the cut index of the node: the cut of the last
+    accepted proposal on its path (the root's length T when there is none; a rejection
+    child keeps its parent's). ``cut`` is c_j, the cut of the node's own request. The
+    likelihood (log q) and entropy statistics read the ROOT state around ``cut``: the
+    root is all a traversal knows when it assembles a batch, so logging and prediction
+    compute the same numbers (this function serves both).
+    """
+    length = max(root.length, 1)
+    features = {
+        "cut_fraction": cut / length,
+        "parent_cut": node_cut,
+        "parent_cut_fraction": node_cut / length,
+        "gap": node_cut - cut,
+        "gap_fraction": (node_cut - cut) / length,
+        "depth": depth,
+        "accepts_on_path": accepts,
+        "length": root.length,
+    }
+    for name in ROOT_STATISTICS:
+        at, into, out, mean = cut_statistics(getattr(root, name), cut)
+        features[f"{name}_at_cut"] = at
+        features[f"{name}_into_cut"] = into
+        features[f"{name}_out_of_cut"] = out
+        features[f"{name}_suffix_mean"] = mean
+    return features
 
 
 def epsilon_class(log_accept: float, epsilon: float = EPSILON) -> str:
@@ -45,10 +101,10 @@ def log_tree(
     """Nodes in BFS order (at most ``max_nodes``, plus the whole realized path)."""
     realized_branches = ["accept" if d.accepted else "reject" for d in realized]
     nodes: list[dict[str, Any]] = []
-    # queue items: (parent id, branch, state, depth, parent cut, accepts so far, branch path)
+    # queue items: (parent id, branch, state, depth, node cut, accepts so far, branch path)
     queue: deque = deque([(None, "root", root, 0, root.length, 0, ())])
     while queue:
-        parent, branch, state, depth, parent_cut, accepts, branches = queue.popleft()
+        parent, branch, state, depth, node_cut, accepts, branches = queue.popleft()
         reached = list(branches) == realized_branches[: len(branches)]
         if len(nodes) >= max_nodes and not reached:
             continue
@@ -65,13 +121,11 @@ def log_tree(
             "requested": cut is not None,
             "reached": reached and depth <= len(realized),
             "decided": reached and depth < len(realized),
-            "features": {
-                "cut_fraction": None if cut is None else cut / root.length,
-                "parent_cut": parent_cut,
-                "gap": None if cut is None else parent_cut - cut,
-                "depth": depth,
-                "accepts_on_path": accepts,
-            },
+            "features": (
+                {"depth": depth, "parent_cut": node_cut, "accepts_on_path": accepts}
+                if cut is None
+                else node_features(root, cut, depth, node_cut, accepts)
+            ),
         }
         nodes.append(node)
         feasible = cut is not None and state.shares_prefix(root, cut)
@@ -88,5 +142,5 @@ def log_tree(
         node["accepted"] = decision.accepted
         node_id = node["id"]
         queue.append((node_id, "accept", decision.proposal, depth + 1, cut, accepts + 1, (*branches, "accept")))
-        queue.append((node_id, "reject", state, depth + 1, cut, accepts, (*branches, "reject")))
+        queue.append((node_id, "reject", state, depth + 1, node_cut, accepts, (*branches, "reject")))
     return nodes

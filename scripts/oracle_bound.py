@@ -1,0 +1,236 @@
+"""Replay logged prefetch trees with their true acceptance probabilities: BFS, predictive, oracle.
+
+    python scripts/oracle_bound.py outputs/runs/RUN [RUN ...] [--n-pf 1 2 4 8 12 16 20]
+                                   [--predictor default|PATH] [--out FILE.json]
+
+Every round of trees.jsonl is a root state with its candidate tree: the feasible nodes
+(Condition 1, checked on tokens) with the true acceptance probability A of each, known
+after the fact. For each budget N_pf the script computes, averaged over rounds, the
+EXPECTED number of transitions one call realizes when the walk follows the true A (Lemma 1
+with h = A), for these allocations:
+
+  node-level model (the paper: one request per tree node, N_pf nodes per call)
+    bfs-paper     breadth-first, spending requests below deferred nodes as the paper's BFS does
+    bfs           breadth-first, skipping the subtree below a deferred node
+    predictive    Proposition 2's DP with h_hat (eq. 14) from the predictor's class probabilities
+    oracle        Proposition 2's DP with the true A: the best any node-level allocation can do
+  shared-request model (this codebase: one request per depth serves every feasible node there)
+    shared-bfs    depths 0..min(N_pf, K-k)-1, i.e. every candidate node above depth N_pf
+
+So shared-bfs >= oracle >= {predictive, bfs} >= bfs-paper on every round: with shared
+requests, BFS already covers what an oracle would choose. Caveats: a replay scores each
+allocation on the roots the logged run visited (a different allocation would visit other
+roots), and nodes missing from the log (run.max_logged_nodes; use 1024 for replays) or
+beyond the logged run's own N_pf count as unavailable; the script reports both.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import sys
+from collections import deque
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT / "src"))
+
+from presto.predictor.data import iter_rounds, tree_files  # noqa: E402
+from presto.predictor.features import feature_matrix  # noqa: E402
+from presto.prefetch.allocation import (  # noqa: E402
+    ACCEPT,
+    REJECT,
+    AllocationProgram,
+    PrefetchTree,
+    expected_transitions,
+    expected_transitions_recursive,
+    node_bfs,
+    reaching_weights,
+)
+
+METHODS = (
+    ("bfs-paper", "node-level", "BFS, requests below deferred nodes (the paper's implementation)"),
+    ("bfs", "node-level", "BFS, nothing below deferred nodes"),
+    ("predictive", "node-level", "Proposition 2 DP with the predictor's h_hat (eq. 14)"),
+    ("oracle", "node-level", "Proposition 2 DP with the true A (upper bound for node-level)"),
+    ("shared-bfs", "shared-request", "one request per depth, depths 0..N_pf-1 (this codebase's BFS)"),
+)
+
+
+def parse_args(argv: list[str]) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories (or trees.jsonl files)")
+    parser.add_argument("--n-pf", type=int, nargs="+", default=[1, 2, 4, 8, 12, 16, 20])
+    parser.add_argument("--predictor", default="default", help="checkpoint for the predictive row (default: shipped)")
+    parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
+    return parser.parse_args(argv)
+
+
+def replay_tree(record: dict[str, Any], max_budget: int) -> tuple[PrefetchTree, np.ndarray, list, int, bool]:
+    """The logged candidate tree, plus the unlogged subtrees the paper's BFS would spend requests on.
+
+    Returns (tree, true A per node, logged node per tree node or None, usable depth cap, truncated).
+    """
+    nodes = record["nodes"]
+    requested = sorted(record.get("requested_depths") or {n["depth"] for n in nodes if n.get("requested")})
+    depth_cap = min(int(record["depth_cap"]), max(requested) + 1 if requested else 1)
+    ids = {n["id"]: i for i, n in enumerate(nodes)}
+    tree = PrefetchTree.from_edges(
+        [None if n["parent"] is None else ids[n["parent"]] for n in nodes],
+        [n["branch"] for n in nodes],
+        [bool(n.get("feasible")) for n in nodes],
+    )
+    accept = np.zeros(len(nodes))
+    for i, n in enumerate(nodes):
+        if n.get("feasible"):
+            accept[i] = 0.0 if n.get("log_accept") is None else math.exp(min(0.0, n["log_accept"]))
+    cuts = {n["depth"]: n["cut"] for n in nodes if n.get("cut") is not None}
+    truncated = any(
+        n.get("feasible") and n["depth"] + 1 < depth_cap and (tree.accept_child[i] < 0 or tree.reject_child[i] < 0)
+        for i, n in enumerate(nodes)
+    )
+    # Below a deferred node the paper's BFS keeps expanding its rejection child (same state,
+    # same node cut); those nodes are never logged (the walk cannot reach them), so build
+    # them from the cuts, at the cut level, as far as a budget of max_budget could go.
+    for i, n in enumerate(nodes):
+        if n.get("feasible") or not n.get("requested") or n["depth"] + 1 >= depth_cap:
+            continue
+        node_cut = (n.get("features") or {}).get("parent_cut")
+        if node_cut is None:
+            continue
+        queue, spent = deque([(tree.add_node(i, REJECT, False), node_cut)]), 0
+        while queue and spent < max_budget:
+            v, cut_index = queue.popleft()
+            depth = tree.depth[v]
+            ok = depth in cuts and cuts[depth] <= cut_index
+            tree.expandable[v] = ok
+            if not ok or depth + 1 >= depth_cap:
+                continue
+            spent += 1
+            queue.append((tree.add_node(v, ACCEPT, False), cuts[depth]))
+            queue.append((tree.add_node(v, REJECT, False), cut_index))
+    logged: list = list(nodes) + [None] * (len(tree) - len(nodes))  # built nodes carry no log
+    accept = np.concatenate([accept, np.zeros(len(tree) - len(accept))])
+    return tree, accept, logged, depth_cap, truncated
+
+
+def predicted_h(predictor, logged: list) -> np.ndarray:
+    h = np.full(len(logged), 0.5)
+    rows = [(i, n["features"]) for i, n in enumerate(logged) if n is not None and n.get("feasible")]
+    if predictor is not None and rows:
+        matrix = feature_matrix([f for _, f in rows], predictor.feature_names)
+        h[[i for i, _ in rows]] = predictor.branch_probability(matrix)
+    return h
+
+
+def replay(files: list[Path], n_pf: list[int], predictor) -> dict[str, Any]:
+    max_budget = max(n_pf)
+    sums = {name: np.zeros(len(n_pf)) for name, _, _ in METHODS}
+    requests = {name: np.zeros(len(n_pf)) for name, _, _ in METHODS}
+    rounds = truncated = short = realized = 0
+    for record in iter_rounds(files):
+        tree, accept, logged, cap, cut_short = replay_tree(record, max_budget)
+        rounds += 1
+        truncated += cut_short
+        realized += int(record.get("realized", 0))
+        short += len(record.get("requested_depths") or []) < min(max_budget, int(record["depth_cap"]))
+        weights = reaching_weights(tree, accept)
+        oracle = AllocationProgram(tree, accept, max_budget, cap)
+        predictive = AllocationProgram(tree, predicted_h(predictor, logged), max_budget, cap)
+        for j, budget in enumerate(n_pf):
+            for name, spend in (("bfs-paper", True), ("bfs", False)):
+                chosen = node_bfs(tree, budget, cap, spend_below_deferred=spend)
+                sums[name][j] += expected_transitions_recursive(tree, chosen, accept)
+                requests[name][j] += len(chosen)
+            chosen = predictive.selection(budget)
+            sums["predictive"][j] += expected_transitions(tree, chosen, accept)
+            requests["predictive"][j] += len(chosen)
+            sums["oracle"][j] += oracle.value(budget)
+            requests["oracle"][j] += len(oracle.selection(budget))
+            depths = min(budget, cap)
+            covered = tree.candidates(depths)
+            sums["shared-bfs"][j] += float(weights[covered].sum())
+            requests["shared-bfs"][j] += depths
+    if rounds == 0:
+        raise SystemExit("no rounds in the given trees.jsonl files")
+    rows = []
+    for name, model, meaning in METHODS:
+        for j, budget in enumerate(n_pf):
+            rows.append(
+                {
+                    "method": name,
+                    "request_model": model,
+                    "meaning": meaning,
+                    "n_pf": budget,
+                    "transitions_per_call": sums[name][j] / rounds,
+                    "requests_per_call": requests[name][j] / rounds,
+                }
+            )
+    return {
+        "rounds": rounds,
+        "rounds_with_truncated_logs": truncated,
+        "rounds_with_fewer_logged_depths_than_max_n_pf": short,
+        "realized_transitions_per_call_in_the_logged_run": realized / rounds,
+        "rows": rows,
+    }
+
+
+def print_table(result: dict[str, Any], n_pf: list[int]) -> None:
+    print(
+        f"{result['rounds']} logged rounds; expected transitions per call with the true A "
+        f"(logged run realized {result['realized_transitions_per_call_in_the_logged_run']:.2f} per call)"
+    )
+    header = f"{'method':<12}{'request model':<16}" + "".join(f"{'N=' + str(n):>8}" for n in n_pf)
+    print(header)
+    print("-" * len(header))
+    by = {(r["method"], r["n_pf"]): r for r in result["rows"]}
+    for name, model, _ in METHODS:
+        cells = "".join(f"{by[(name, n)]['transitions_per_call']:>8.2f}" for n in n_pf)
+        print(f"{name:<12}{model:<16}{cells}")
+    print("requests per call:")
+    for name, model, _ in METHODS:
+        cells = "".join(f"{by[(name, n)]['requests_per_call']:>8.2f}" for n in n_pf)
+        print(f"{name:<12}{model:<16}{cells}")
+    for name, model, meaning in METHODS:
+        print(f"  {name:<11} [{model}] {meaning}")
+    if result["rounds_with_truncated_logs"]:
+        print(
+            f"note: {result['rounds_with_truncated_logs']} rounds have candidate nodes missing from the log "
+            "(raise run.max_logged_nodes); they count as unavailable, lowering every row but bfs-paper's waste"
+        )
+    if result["rounds_with_fewer_logged_depths_than_max_n_pf"]:
+        print(
+            f"note: in {result['rounds_with_fewer_logged_depths_than_max_n_pf']} rounds the logged run requested "
+            "fewer depths than the largest N_pf here; deeper nodes count as unavailable"
+        )
+
+
+def main(argv: list[str]) -> int:
+    args = parse_args(argv)
+    from presto.prefetch.predictive import resolve_predictor_path
+
+    path = resolve_predictor_path(args.predictor)
+    predictor = None
+    if path is not None:
+        from presto.predictor.hotload import load_predictor
+
+        predictor = load_predictor(path)
+    n_pf = sorted(set(args.n_pf))
+    if n_pf[0] < 1:
+        raise SystemExit("--n-pf values must be >= 1")
+    result = replay(tree_files(args.runs), n_pf, predictor)
+    result["predictor"] = None if predictor is None else {"path": predictor.path, "fingerprint": predictor.fingerprint}
+    print_table(result, n_pf)
+    if args.out:
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"figures written to {args.out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

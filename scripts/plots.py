@@ -1,0 +1,45 @@
+"""Figures from run directories: prefetched subtrees, per-transition traces, speedup scatter, ε-certainty.
+
+    python scripts/plots.py RUN_DIR [RUN_DIR ...] --out DIR
+    python scripts/plots.py outputs/multirun/2026-01-01_00-00-00 --out figures   # every run below it
+
+A directory that holds no summary.json itself is searched for run directories below it
+(a Hydra multirun directory). The speedup scatter needs a sequential run and PreSTO runs
+of the same setting among them. Prints the paths of the PNG files written.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT / "src"))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("runs", nargs="+", type=Path, help="run directories or directories holding them")
+    parser.add_argument("--out", type=Path, required=True, help="directory for the PNG files")
+    parser.add_argument("--max-tree-panels", type=int, default=20, help="subtrees drawn per run")
+    args = parser.parse_args(argv)
+    from presto.eval.plots import make_plots
+    from presto.eval.runs import find_runs
+
+    missing = [str(p) for p in args.runs if not p.is_dir()]
+    if missing:
+        print(f"error: no such directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    runs = [run for path in args.runs for run in find_runs(path)]
+    if not runs:
+        print(f"error: no run directory (with summary.json) under {' '.join(map(str, args.runs))}", file=sys.stderr)
+        return 2
+    written = make_plots(runs, args.out, max_tree_panels=args.max_tree_panels)
+    for path in written:
+        print(path)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

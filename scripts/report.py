@@ -1,0 +1,47 @@
+"""One markdown report for a multirun (or any run directories): speed, quality, baselines, figures.
+
+    python scripts/report.py MULTIRUN_DIR                      # writes MULTIRUN_DIR/report.md + figures/
+    python scripts/report.py MULTIRUN_DIR SEQUENTIAL_RUN --out report/report.md
+
+Every directory below the arguments that holds a summary.json is a run. PreSTO runs are
+compared with the sequential run of the same setting (same sampler, alpha, tau, n, B, K,
+prompts, engine, model, dataset) when one is among them: speedup and its decomposition,
+and a paired TOST on log-likelihood and confidence. Prints the report's path.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT / "src"))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("dirs", nargs="+", type=Path, help="multirun directory (and any further run directories)")
+    parser.add_argument("--out", type=Path, default=None, help="markdown file (default: FIRST_DIR/report.md)")
+    parser.add_argument("--no-figures", action="store_true", help="tables only")
+    parser.add_argument("--margin-sd", type=float, default=0.2, help="TOST margin in baseline SDs")
+    args = parser.parse_args(argv)
+    from presto.eval.report import build_report
+    from presto.eval.runs import find_runs
+
+    missing = [str(p) for p in args.dirs if not p.is_dir()]
+    if missing:
+        print(f"error: no such directory: {', '.join(missing)}", file=sys.stderr)
+        return 2
+    runs = [run for path in args.dirs for run in find_runs(path)]
+    if not runs:
+        print(f"error: no run directory (with summary.json) under {' '.join(map(str, args.dirs))}", file=sys.stderr)
+        return 2
+    out = args.out or args.dirs[0] / "report.md"
+    title = f"PreSTO report: {args.dirs[0].name}"
+    print(build_report(runs, out, title=title, figures=not args.no_figures, margin_sd=args.margin_sd))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

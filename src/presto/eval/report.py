@@ -1,0 +1,274 @@
+"""Markdown reports: speedup tables, quality equivalence (TOST) and figures for a set of runs.
+
+``build_report`` turns a multirun directory (or any set of run directories) into one
+markdown file: per sampler and setting, a table of every run's chain progress
+(transitions per call), cost (time per call, summed call time), speedup over the
+sequential run of the same setting with its decomposition, accuracy and quality; the
+paired TOST of each PreSTO run against that sequential run with a pooled test per
+sampler; the test-time baselines' time and memory; and the figures of presto.eval.plots.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+from presto.eval.runs import QUALITY_STATS, Comparison, RunData, compare, pool, sequential_baseline
+from presto.eval.tost import DEFAULT_LEVEL, DEFAULT_MARGIN_SD, PooledResult
+
+
+def _fmt(value: Any, digits: int = 4) -> str:
+    if value is None:
+        return "—"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, float):
+        return f"{value:.{digits}g}"
+    return str(value)
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines += ["| " + " | ".join(_fmt(v) for v in row) + " |" for row in rows]
+    return lines
+
+
+def _mean_chain(run: RunData, key: str) -> float | None:
+    values = [r[key] for r in run.chains if r.get(key) is not None]
+    return sum(values) / len(values) if values else None
+
+
+def tost_rows(comparisons: Sequence[Comparison], stats: Sequence[str] = QUALITY_STATS) -> list[list[Any]]:
+    rows = []
+    for c in comparisons:
+        for stat in stats:
+            t = c.tost.get(stat)
+            if t is None:
+                rows.append([c.variant.label, stat, None, None, None, None, None, None])
+                continue
+            ci = f"[{t.ci_low:.3g}, {t.ci_high:.3g}]"
+            rows.append([c.variant.label, stat, t.n, t.mean_diff, ci, t.margin, t.p_eq, t.equivalent])
+    return rows
+
+
+TOST_HEADER = ("variant", "statistic", "pairs", "mean diff (B−A)", "90% CI", "margin δ", "p_eq", "equivalent")
+
+
+def pooled_rows(pooled: Mapping[str, PooledResult | None]) -> list[list[Any]]:
+    return [
+        [stat, p.pairs, p.estimate, f"[{p.ci_low:.3g}, {p.ci_high:.3g}]", p.margin_sd, p.p_eq, p.equivalent]
+        for stat, p in pooled.items()
+        if p is not None
+    ]
+
+
+POOLED_HEADER = ("statistic", "pairs pooled", "pooled diff (SD units)", "90% CI", "margin (SD)", "p_eq", "equivalent")
+
+
+def comparison_lines(comparisons: Sequence[Comparison], pooled: Mapping[str, PooledResult | None]) -> list[str]:
+    """Plain-text/markdown lines for scripts/compare_runs.py."""
+    lines: list[str] = []
+    rows = []
+    for c in comparisons:
+        s = c.speedup
+        rows.append(
+            [
+                c.baseline.label,
+                c.variant.label,
+                s.units,
+                "yes" if c.seed_matched else "no",
+                s.speedup,
+                s.call_reduction,
+                s.time_per_call_increase,
+                s.calls_ratio,
+                s.transitions_per_call_baseline,
+                s.transitions_per_call_variant,
+            ]
+        )
+    lines += ["## Speedup (A = baseline, B = variant)", ""]
+    lines += _table(
+        (
+            "A",
+            "B",
+            "paired chains",
+            "seed-matched",
+            "speedup",
+            "call reduction",
+            "time/call increase",
+            "calls A/B",
+            "transitions/call A",
+            "transitions/call B",
+        ),
+        rows,
+    )
+    lines += ["", "## Paired TOST (B − A; equivalent when p_eq < 0.05)", ""]
+    for c in comparisons:
+        lines.append(f"- {c.baseline.path} vs {c.variant.path}")
+    lines += ["", *_table(TOST_HEADER, tost_rows(comparisons))]
+    if pooled:
+        lines += ["", "## Pooled fixed-effect TOST over all pairs", ""]
+        lines += _table(POOLED_HEADER, pooled_rows(pooled))
+    return lines
+
+
+def _setting_title(run: RunData) -> str:
+    s = run.summary
+    where = ", ".join(str(v) for v in (run._select("dataset.name"), run._select("model.path")) if v)
+    return (
+        f"{s.get('sampler')} — α={_fmt(s.get('alpha'))}, τ={_fmt(s.get('tau'))}, n={s.get('max_new_tokens')}, "
+        f"B={s.get('block_size')}, K={s.get('steps')}" + (f" ({where})" if where else "")
+    )
+
+
+def _run_order(run: RunData) -> tuple:
+    """Sequential first, then by traversal and budget."""
+    return (not run.is_sequential, str(run.summary.get("traversal")), run.summary.get("n_pf") or 0)
+
+
+def build_report(
+    runs: Sequence[RunData],
+    out_path: Path,
+    *,
+    title: str = "PreSTO report",
+    figures: bool = True,
+    margin_sd: float = DEFAULT_MARGIN_SD,
+    level: float = DEFAULT_LEVEL,
+) -> Path:
+    """Write the markdown report (and its figures beside it, under ``figures/``)."""
+    from presto.baselines import BASELINES
+
+    out_path = Path(out_path)
+    out_path.parent.mkdir(parents=True, exist_ok=True)
+    lines = [f"# {title}", "", f"{len(runs)} run directories.", ""]
+    mh_runs = [r for r in runs if r.summary.get("sampler") not in BASELINES]
+    baseline_runs = [r for r in runs if r.summary.get("sampler") in BASELINES]
+
+    groups: dict[tuple, list[RunData]] = {}
+    for run in mh_runs:
+        groups.setdefault(run.setting(), []).append(run)
+    comparisons: dict[str, list[Comparison]] = {}
+    if groups:
+        lines += ["## Speed per sampler and setting", ""]
+        lines += [
+            "Speedup is the sequential run's mean summed model-call time per chain over the run's "
+            "(eq. 20); call reduction / time-per-call increase = speedup.",
+            "",
+        ]
+    for setting_runs in groups.values():
+        setting_runs.sort(key=_run_order)
+        lines += [f"### {_setting_title(setting_runs[0])}", ""]
+        rows = []
+        for run in setting_runs:
+            s = run.summary
+            baseline = sequential_baseline(run, runs)
+            comparison = None
+            if baseline is not None:
+                try:
+                    comparison = compare(baseline, run, unit="chain", margin_sd=margin_sd, level=level)
+                    comparisons.setdefault(str(s.get("sampler")), []).append(comparison)
+                except ValueError:
+                    comparison = None
+            sp = comparison.speedup if comparison else None
+            rows.append(
+                [
+                    s.get("traversal"),
+                    s.get("n_pf"),
+                    s.get("chains"),
+                    s.get("transitions_per_call"),
+                    s.get("time_per_call_s"),
+                    _mean_chain(run, "call_time_s"),
+                    1.0 if run.is_sequential else (sp.speedup if sp else None),
+                    sp.call_reduction if sp else None,
+                    sp.time_per_call_increase if sp else None,
+                    s.get("acceptance_rate"),
+                    s.get("accuracy"),
+                    s.get("loglik_mean"),
+                    s.get("confidence_mean"),
+                    s.get("peak_kv_usage"),
+                ]
+            )
+        lines += _table(
+            (
+                "traversal",
+                "N_pf",
+                "chains",
+                "transitions/call",
+                "time/call (s)",
+                "call time/chain (s)",
+                "speedup",
+                "call reduction",
+                "time/call increase",
+                "acceptance",
+                "accuracy",
+                "loglik",
+                "confidence",
+                "peak KV",
+            ),
+            rows,
+        )
+        lines.append("")
+
+    if comparisons:
+        lines += [
+            "## Quality equivalence (paired TOST vs the sequential run)",
+            "",
+            f"Per chain pair (prompt, chain); margin δ = {margin_sd} baseline SDs; equivalent when p_eq < {level}.",
+            "",
+        ]
+        for sampler, items in comparisons.items():
+            lines += [f"### {sampler}", "", *_table(TOST_HEADER, tost_rows(items)), ""]
+            pooled = {stat: pool(items, stat, margin_sd=margin_sd, level=level) for stat in QUALITY_STATS}
+            if len(items) > 1 and any(pooled.values()):
+                lines += ["Pooled over its pairs (fixed effect):", "", *_table(POOLED_HEADER, pooled_rows(pooled))]
+                lines.append("")
+
+    if baseline_runs:
+        lines += ["## Test-time baselines", "", "Time is summed model-call time per prompt (answer).", ""]
+        rows = []
+        for run in baseline_runs:
+            s = run.summary
+            size = run.config.get("sampler", {}) if run.config else {}
+            width = size.get("num_samples") or size.get("num_particles")
+            rows.append(
+                [
+                    s.get("sampler"),
+                    width,
+                    s.get("chains"),
+                    _mean_chain(run, "call_time_s"),
+                    _mean_chain(run, "wall_time_s"),
+                    _mean_chain(run, "model_calls"),
+                    s.get("peak_kv_usage"),
+                    s.get("accuracy"),
+                    s.get("loglik_mean"),
+                    s.get("confidence_mean"),
+                ]
+            )
+        lines += _table(
+            (
+                "sampler",
+                "N or P",
+                "answers",
+                "call time/answer (s)",
+                "wall time/answer (s)",
+                "calls/answer",
+                "peak KV",
+                "accuracy",
+                "loglik",
+                "confidence",
+            ),
+            rows,
+        )
+        lines.append("")
+
+    if figures:
+        from presto.eval.plots import make_plots
+
+        written = make_plots(runs, out_path.parent / "figures")
+        if written:
+            lines += ["## Figures", ""]
+            for path in written:
+                rel = path.relative_to(out_path.parent)
+                lines += [f"![{path.stem}]({rel.as_posix()})", ""]
+    out_path.write_text("\n".join(lines) + "\n")
+    return out_path

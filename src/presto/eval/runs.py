@@ -1,0 +1,278 @@
+"""Run directories as data: loading, pairing chains, speedups and quality comparisons.
+
+The speedup follows the paper's eq. (20): a ratio of means over paired units of the
+summed model-call time, baseline over variant. It splits exactly into two ratios of means:
+
+    time-per-call increase = mean time per call (variant) / mean time per call (baseline)
+    call reduction         = speedup * time-per-call increase
+
+so speedup = call reduction / time-per-call increase (Figure 1's two axes). The plain ratio
+of mean model calls is reported too; it differs from the derived reduction only through
+the spread of time per call across units.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from presto.eval.tost import DEFAULT_LEVEL, DEFAULT_MARGIN_SD, PooledResult, TostResult, paired_tost, pooled_tost
+from presto.runner.outputs import read_jsonl
+
+QUALITY_STATS = ("loglik", "confidence")
+# Summary keys that define a setting: two runs pair up when these agree (the stepper and seed may differ).
+SETTING_KEYS = ("sampler", "alpha", "tau", "max_new_tokens", "block_size", "steps", "prompts")
+
+
+@dataclass
+class RunData:
+    """One run directory: summary, chain records, and (lazily) the prefetch trees."""
+
+    path: Path
+    summary: dict[str, Any]
+    chains: list[dict[str, Any]]
+
+    @cached_property
+    def trees(self) -> list[dict[str, Any]]:
+        return read_jsonl(self.path / "trees.jsonl")
+
+    @cached_property
+    def trees_by_chain(self) -> dict[tuple[str, int], list[dict[str, Any]]]:
+        """Prefetch rounds of each (prompt_id, chain), in round order."""
+        grouped: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        for tree in self.trees:
+            grouped.setdefault((tree["prompt_id"], tree["chain"]), []).append(tree)
+        for rounds in grouped.values():
+            rounds.sort(key=lambda t: t["round"])
+        return grouped
+
+    @cached_property
+    def config(self) -> dict[str, Any]:
+        """The resolved config the run wrote (empty when absent)."""
+        path = self.path / "config.yaml"
+        if not path.is_file():
+            return {}
+        from omegaconf import OmegaConf
+
+        return OmegaConf.to_container(OmegaConf.load(path), resolve=False)
+
+    def _select(self, dotted: str) -> Any:
+        node: Any = self.config
+        for part in dotted.split("."):
+            node = node.get(part) if isinstance(node, dict) else None
+        return node
+
+    @property
+    def label(self) -> str:
+        """Short name for tables and legends: sampler/traversal[@n_pf]."""
+        s = self.summary
+        traversal = s.get("traversal")
+        if traversal in (None, "none"):
+            return str(s.get("sampler"))
+        if traversal == "sequential":
+            return f"{s.get('sampler')}/sequential"
+        return f"{s.get('sampler')}/{traversal}@{s.get('n_pf')}"
+
+    @property
+    def is_sequential(self) -> bool:
+        return self.summary.get("traversal") == "sequential"
+
+    def setting(self) -> tuple:
+        """What must agree for two runs to be a baseline/variant pair (all but the stepper and seed)."""
+        where = tuple(self._select(k) for k in ("engine.name", "model.path", "dataset.name"))
+        return where + tuple(self.summary.get(k) for k in SETTING_KEYS)
+
+
+def load_run(path: str | Path) -> RunData:
+    """Read a finished (or interrupted) run directory; needs summary.json and chains.jsonl."""
+    path = Path(path)
+    summary_path = path / "summary.json"
+    if not summary_path.is_file():
+        raise FileNotFoundError(f"{path} is not a run directory: no summary.json")
+    return RunData(path, json.loads(summary_path.read_text()), read_jsonl(path / "chains.jsonl"))
+
+
+def find_runs(root: str | Path) -> list[RunData]:
+    """Every run directory at or below ``root`` (a run dir, or a Hydra multirun dir), sorted by path."""
+    root = Path(root)
+    paths = sorted({p.parent for p in root.rglob("summary.json")})
+    return [load_run(p) for p in paths]
+
+
+def pair_chains(baseline: RunData, variant: RunData) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """Chains of the two runs matched by (prompt_id, chain), in the baseline's order.
+
+    Each record carries its seed, so runs made with one seed are seed-matched pairs; runs
+    with different seeds still pair by prompt and chain index (independent draws).
+    """
+    index = {(r["prompt_id"], r["chain"]): r for r in variant.chains}
+    return [(r, index[(r["prompt_id"], r["chain"])]) for r in baseline.chains if (r["prompt_id"], r["chain"]) in index]
+
+
+def _ratio(num: float, den: float) -> float | None:
+    return num / den if den else None
+
+
+@dataclass(frozen=True)
+class Speedup:
+    """Eq. (20) and its decomposition, over paired units."""
+
+    units: int
+    call_time_baseline: float  # mean summed model-call time per unit
+    call_time_variant: float
+    speedup: float | None
+    time_per_call_baseline: float
+    time_per_call_variant: float
+    time_per_call_increase: float | None
+    call_reduction: float | None  # speedup * time_per_call_increase
+    calls_ratio: float | None  # mean calls (baseline) / mean calls (variant)
+    transitions_per_call_baseline: float | None
+    transitions_per_call_variant: float | None
+
+
+def speedup(pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> Speedup:
+    """Speedup of the second run of each pair over the first, as ratios of means."""
+    if not pairs:
+        raise ValueError("no paired chains: the runs share no (prompt_id, chain)")
+    a = [p[0] for p in pairs]
+    b = [p[1] for p in pairs]
+
+    def mean(records, key):
+        return float(np.mean([r[key] for r in records]))
+
+    def mean_tpc(records):
+        return float(np.mean([r["call_time_s"] / r["model_calls"] for r in records if r["model_calls"]]))
+
+    def tpc_transitions(records):
+        calls = sum(r["model_calls"] for r in records)
+        return _ratio(sum(r["transitions"] for r in records), calls)
+
+    time_a, time_b = mean(a, "call_time_s"), mean(b, "call_time_s")
+    tpc_a, tpc_b = mean_tpc(a), mean_tpc(b)
+    ratio = _ratio(time_a, time_b)
+    increase = _ratio(tpc_b, tpc_a)
+    return Speedup(
+        units=len(pairs),
+        call_time_baseline=time_a,
+        call_time_variant=time_b,
+        speedup=ratio,
+        time_per_call_baseline=tpc_a,
+        time_per_call_variant=tpc_b,
+        time_per_call_increase=increase,
+        call_reduction=None if ratio is None or increase is None else ratio * increase,
+        calls_ratio=_ratio(mean(a, "model_calls"), mean(b, "model_calls")),
+        transitions_per_call_baseline=tpc_transitions(a),
+        transitions_per_call_variant=tpc_transitions(b),
+    )
+
+
+def paired_values(
+    pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]], stat: str, unit: str = "chain"
+) -> tuple[np.ndarray, np.ndarray]:
+    """(baseline, variant) values of ``stat`` per unit; ``unit='prompt'`` averages each prompt's chains.
+
+    Pairs where either side lacks the statistic are dropped.
+    """
+    rows = [(p[0]["prompt_id"], p[0].get(stat), p[1].get(stat)) for p in pairs]
+    rows = [r for r in rows if r[1] is not None and r[2] is not None]
+    if unit == "chain":
+        return np.array([r[1] for r in rows], dtype=float), np.array([r[2] for r in rows], dtype=float)
+    if unit != "prompt":
+        raise ValueError(f"unit must be 'chain' or 'prompt', got {unit!r}")
+    groups: dict[str, list[tuple[float, float]]] = {}
+    for prompt, x, y in rows:
+        groups.setdefault(prompt, []).append((x, y))
+    means = np.array([np.mean(v, axis=0) for v in groups.values()], dtype=float).reshape(-1, 2)
+    return means[:, 0], means[:, 1]
+
+
+@dataclass
+class Comparison:
+    """Baseline run vs variant run: speedup and TOST per quality statistic."""
+
+    baseline: RunData
+    variant: RunData
+    speedup: Speedup
+    tost: dict[str, TostResult | None] = field(default_factory=dict)
+    seed_matched: bool = False
+
+    def as_dict(self) -> dict[str, Any]:
+        return {
+            "baseline": str(self.baseline.path),
+            "variant": str(self.variant.path),
+            "baseline_label": self.baseline.label,
+            "variant_label": self.variant.label,
+            "seed_matched": self.seed_matched,
+            "speedup": self.speedup.__dict__,
+            "tost": {k: (v.as_dict() if v else None) for k, v in self.tost.items()},
+        }
+
+
+def compare(
+    baseline: RunData,
+    variant: RunData,
+    *,
+    stats: Sequence[str] = QUALITY_STATS,
+    unit: str = "chain",
+    margin_sd: float = DEFAULT_MARGIN_SD,
+    level: float = DEFAULT_LEVEL,
+) -> Comparison:
+    """Pair the chains of two runs, then speedup and one paired TOST per statistic."""
+    pairs = pair_chains(baseline, variant)
+    result = Comparison(baseline, variant, speedup(pairs))
+    result.seed_matched = all(p[0].get("seed") == p[1].get("seed") for p in pairs)
+    for stat in stats:
+        a, b = paired_values(pairs, stat, unit)
+        result.tost[stat] = paired_tost(a, b, margin_sd=margin_sd, level=level) if a.shape[0] >= 2 else None
+    return result
+
+
+def pool(
+    comparisons: Sequence[Comparison], stat: str, *, margin_sd: float = DEFAULT_MARGIN_SD, level: float = DEFAULT_LEVEL
+) -> PooledResult | None:
+    """Fixed-effect pooled TOST of one statistic over several comparisons (None if none usable)."""
+    results = [c.tost.get(stat) for c in comparisons]
+    results = [r for r in results if r is not None and r.baseline_sd > 0]
+    return pooled_tost(results, margin_sd=margin_sd, level=level) if results else None
+
+
+def sequential_baseline(variant: RunData, runs: Sequence[RunData]) -> RunData | None:
+    """The sequential run of the same setting as a PreSTO run (same seed preferred), if any."""
+    if variant.is_sequential or variant.summary.get("traversal") in (None, "none"):
+        return None
+    candidates = [r for r in runs if r.is_sequential and r.setting() == variant.setting()]
+    same_seed = [r for r in candidates if r.summary.get("seed") == variant.summary.get("seed")]
+    chosen = same_seed or candidates
+    return chosen[0] if chosen else None
+
+
+def chain_progress(run: RunData, record: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
+    """(transitions completed, cumulative call time) after each model call of one chain.
+
+    The call order is fixed by the chain loop: each block starts with its extension call,
+    then the sequential stepper makes one call per transition and a PreSTO stepper one call
+    per round (trees.jsonl tells how many transitions each round realized). Returns None when
+    the record predates per-call times or the calls do not line up with that order.
+    """
+    times = record.get("call_times_s")
+    if not times or not record.get("transitions"):
+        return None
+    steps = int(run.summary.get("steps") or 0)
+    stages = int(run.summary["max_new_tokens"]) // int(run.summary["block_size"])
+    if run.is_sequential:
+        advance = ([0] + [1] * steps) * stages
+    else:
+        rounds = run.trees_by_chain.get((record["prompt_id"], record["chain"]), [])
+        advance = []
+        for stage in range(stages):
+            advance.append(0)
+            advance.extend(int(t["realized"]) for t in rounds if t.get("stage") == stage)
+    if len(advance) != len(times):
+        return None
+    return np.cumsum(advance), np.cumsum(np.asarray(times, dtype=float))

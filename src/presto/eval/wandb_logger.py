@@ -1,0 +1,185 @@
+"""Weights & Biases logging of a run: config, per-round and per-chain metrics, summary, plots.
+
+``logger=wandb`` selects it (conf/logger/wandb.yaml). With no API key in the environment
+(``WANDB_API_KEY``) and no explicit ``logger.mode``, it runs offline: everything is written
+under the W&B directory (``logger.dir``, else ``$WANDB_DIR``, else the run directory) and
+can be uploaded later with ``wandb sync``. Inside a W&B sweep agent, ``wandb.init`` joins
+the agent's run, and the summary's ``call_time_s`` is the metric the sweep reads.
+
+What goes where:
+
+- the resolved run config -> the W&B run config;
+- each prefetch round -> ``round/*`` (realized transitions, requested depths, requests,
+  the round's call time, epsilon-class counts of its scored decisions), stepped by
+  ``round/index``;
+- each chain -> ``chain/*`` (transitions, model calls, call time, transitions per call,
+  acceptance rate, loglik, confidence, correctness), stepped by ``chain/index``;
+- the summary -> the W&B run summary, and summary.json as a file of the W&B run;
+- at the end, the figures of presto.eval.plots for this run as images.
+
+A logger must never make a run fail: the first error is reported on stderr, after which
+the logger stops sending.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+MODES = ("online", "offline", "disabled")
+
+
+def resolve_mode(mode: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """``logger.mode``, else ``$WANDB_MODE``, else online only when an API key is set."""
+    if mode is None:
+        mode = environ.get("WANDB_MODE") or ("online" if environ.get("WANDB_API_KEY") else "offline")
+    if mode not in MODES:
+        raise ValueError(f"logger.mode={mode} is not allowed; choose one of: {', '.join(MODES)}")
+    return mode
+
+
+def _scalars(record: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    for key in keys:
+        value = record.get(key)
+        if isinstance(value, bool):
+            out[key] = float(value)
+        elif isinstance(value, int | float):
+            out[key] = value
+    return out
+
+
+class WandbLogger:
+    """RunLogger that mirrors a run into a W&B run (offline unless a key or mode says otherwise)."""
+
+    def __init__(self, logger_cfg: dict[str, Any], run_config: dict[str, Any], run_dir: Path) -> None:
+        self.cfg = logger_cfg
+        self.run_dir = Path(run_dir)
+        self.rounds = 0
+        self.chains = 0
+        self.log_rounds = bool(logger_cfg.get("log_rounds", True))
+        self.log_plots = bool(logger_cfg.get("log_plots", True))
+        self._failed = False
+        self._run = None
+        self._guard(self._init, logger_cfg.get("mode"), run_config)
+
+    # --- plumbing ----------------------------------------------------------------------
+
+    def _guard(self, fn, *args) -> None:
+        if self._failed:
+            return
+        try:
+            fn(*args)
+        except Exception as err:  # never fail a run because of the tracker
+            self._failed = True
+            print(f"warning: W&B logging stopped: {type(err).__name__}: {err}", file=sys.stderr)
+
+    def _init(self, mode: str | None, run_config: dict[str, Any]) -> None:
+        mode = resolve_mode(mode)
+        import wandb
+
+        wandb_dir = self.cfg.get("dir") or os.environ.get("WANDB_DIR") or str(self.run_dir)
+        Path(wandb_dir).mkdir(parents=True, exist_ok=True)
+        sampler = run_config.get("sampler", {}).get("name")
+        traversal = run_config.get("traversal", {}).get("name")
+        n_pf = run_config.get("budget", {}).get("n_pf")
+        self._run = wandb.init(
+            project=self.cfg.get("project") or "presto",
+            entity=self.cfg.get("entity"),
+            group=self.cfg.get("group"),
+            tags=list(self.cfg.get("tags") or []),
+            name=self.cfg.get("run_name") or f"{sampler}-{traversal}-npf{n_pf}-{self.run_dir.name}",
+            job_type=self.cfg.get("job_type") or "sample",
+            mode=mode,
+            dir=wandb_dir,
+            config=run_config,
+            settings=wandb.Settings(console="off", silent=True),
+        )
+        self._run.config.update({"run_dir": str(self.run_dir)}, allow_val_change=True)
+        self._run.define_metric("round/index")
+        self._run.define_metric("round/*", step_metric="round/index")
+        self._run.define_metric("chain/index")
+        self._run.define_metric("chain/*", step_metric="chain/index")
+
+    # --- RunLogger ---------------------------------------------------------------------
+
+    def on_round(self, record: Mapping[str, Any]) -> None:
+        if self.log_rounds:
+            self._guard(self._on_round, record)
+
+    def _on_round(self, record: Mapping[str, Any]) -> None:
+        nodes = record.get("nodes") or []
+        classes = [n.get("eps_class") for n in nodes if n.get("eps_class")]
+        metrics = {f"round/{k}": v for k, v in _scalars(record, ("realized", "call_time_s", "requests")).items()}
+        metrics.update(
+            {
+                "round/index": self.rounds,
+                "round/requested_depths": len(record.get("requested_depths") or []),
+                "round/depth_cap": record.get("depth_cap"),
+                "round/eps_accept": classes.count("accept"),
+                "round/eps_reject": classes.count("reject"),
+                "round/eps_uncertain": classes.count("uncertain"),
+            }
+        )
+        self._run.log(metrics)
+        self.rounds += 1
+
+    def on_chain(self, record: Mapping[str, Any]) -> None:
+        self._guard(self._on_chain, record)
+
+    def _on_chain(self, record: Mapping[str, Any]) -> None:
+        keys = (
+            "transitions",
+            "model_calls",
+            "call_time_s",
+            "wall_time_s",
+            "loglik",
+            "confidence",
+            "loglik_rescored",
+            "confidence_rescored",
+            "correct",
+        )
+        metrics = {f"chain/{k}": v for k, v in _scalars(record, keys).items()}
+        accepts = record.get("accepts") or []
+        calls = record.get("model_calls") or 0
+        metrics["chain/index"] = self.chains
+        if calls:
+            metrics["chain/transitions_per_call"] = len(accepts) / calls
+        if accepts:
+            metrics["chain/acceptance_rate"] = sum(accepts) / len(accepts)
+        self._run.log(metrics)
+        self.chains += 1
+
+    def on_summary(self, summary: Mapping[str, Any], run_dir: Path) -> None:
+        self._guard(self._on_summary, summary, Path(run_dir))
+
+    def _on_summary(self, summary: Mapping[str, Any], run_dir: Path) -> None:
+        self._run.summary.update({k: v for k, v in summary.items() if v is not None})
+        # A copy of summary.json among the W&B run's files (offline runs keep only a binary log otherwise).
+        copy = Path(self._run.dir) / "presto_summary.json"
+        copy.write_text(json.dumps(dict(summary), indent=2, default=str) + "\n")
+        self._run.save(str(copy), base_path=self._run.dir, policy="now")
+        if self.log_plots:
+            self._log_plots(run_dir)
+
+    def _log_plots(self, run_dir: Path) -> None:
+        import wandb
+
+        from presto.eval.plots import make_plots
+        from presto.eval.runs import load_run
+
+        written = make_plots([load_run(run_dir)], run_dir / "plots", max_tree_panels=10)
+        if written:
+            self._run.log({f"plots/{p.stem}": wandb.Image(str(p)) for p in written})
+
+    def finish(self) -> None:
+        if self._run is not None:
+            run, self._run = self._run, None
+            try:
+                run.finish()
+            except Exception as err:
+                print(f"warning: W&B finish failed: {type(err).__name__}: {err}", file=sys.stderr)

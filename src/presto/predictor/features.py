@@ -1,0 +1,68 @@
+"""Feature sets and labels of the epsilon-certainty classifier (the paper's Appendix E.7).
+
+A training example is a feasible node of a logged prefetch tree: its features are what
+was known before its proposal was generated (computed by
+:func:`presto.prefetch.tree.node_features`, which the predictive traversal calls too, so
+training and serving see the same numbers) and its label is the epsilon-class of its
+true acceptance probability. Classes are indexed in the paper's order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Mapping, Sequence
+
+import numpy as np
+
+CLASSES = ("reject", "accept", "uncertain")
+"""Class order: epsilon-certain reject (A <= eps), certain accept (A >= 1 - eps), uncertain."""
+
+FEATURE_SETS: dict[str, tuple[str, ...]] = {
+    # Feature 1: the cut fraction c_j / T of the request.
+    "cut": ("cut_fraction",),
+    # Feature 2: tree position: the node's cut index c_i and the gap c_i - c_j (both as
+    # fractions of T, so one model serves every block length), depth, accepts on the path.
+    "tree": ("parent_cut_fraction", "gap_fraction", "depth", "accepts_on_path"),
+    # Feature 3: log q of the root state around the cut (value, change in, change out, suffix mean).
+    "likelihood": ("logq_at_cut", "logq_into_cut", "logq_out_of_cut", "logq_suffix_mean"),
+    # Feature 4: the same statistics of p0's entropy (the paper uses them for EntropyCut).
+    "entropy": ("entropy_at_cut", "entropy_into_cut", "entropy_out_of_cut", "entropy_suffix_mean"),
+}
+
+
+def resolve_features(spec: Iterable[str]) -> tuple[str, ...]:
+    """Expand set names (cut, tree, likelihood, entropy) and raw feature names, in order, once each."""
+    names: list[str] = []
+    for item in spec:
+        for name in FEATURE_SETS.get(str(item), (str(item),)):
+            if name not in names:
+                names.append(name)
+    if not names:
+        raise ValueError("features: choose at least one feature or feature set")
+    return tuple(names)
+
+
+def label_of(log_accept: float | None, epsilon: float) -> int:
+    """Class index of a feasible node; a logged null log A is A = 0 (JSON has no -inf)."""
+    if not 0.0 < epsilon < 0.5:
+        raise ValueError(f"epsilon must be in (0, 1/2), got {epsilon}")
+    accept = 0.0 if log_accept is None else math.exp(min(0.0, float(log_accept)))
+    if accept <= epsilon:
+        return 0
+    if accept >= 1.0 - epsilon:
+        return 1
+    return 2
+
+
+def feature_matrix(rows: Sequence[Mapping[str, float]], names: Sequence[str]) -> np.ndarray:
+    """Stack feature dicts into an (n, len(names)) float array; a missing name is a KeyError naming it."""
+    out = np.empty((len(rows), len(names)))
+    for i, row in enumerate(rows):
+        for j, name in enumerate(names):
+            try:
+                out[i, j] = float(row[name])
+            except KeyError:
+                raise KeyError(
+                    f"feature {name!r} is not in the logged node features (trees.jsonl from an older version?)"
+                ) from None
+    return out

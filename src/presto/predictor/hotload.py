@@ -1,0 +1,204 @@
+"""Serving the epsilon-certainty predictor: load a checkpoint, watch it, swap it between rounds.
+
+A checkpoint is what :mod:`presto.predictor.module` trains: a Lightning checkpoint whose
+``hyper_parameters`` are plain values (feature names, hidden sizes, class order, the
+standardization) and whose ``state_dict`` holds a stack of linear layers. Serving does not
+need Lightning: the file is read with ``torch.load(weights_only=True)`` (no code from a
+replaced file ever runs) and turned into a numpy forward pass, which costs microseconds
+per prefetch round.
+
+:class:`HotPredictor` watches the file by (mtime, size, inode). The traversal asks it for
+the current predictor at the start of every round, so a retraining job that replaces the
+file (atomically: write a sibling, then rename) is picked up between rounds, never in
+the middle of one. At start an unreadable or incompatible file is an error
+(:class:`PredictorError`, a config error: one line, no traceback); during a run it is a
+warning and the previous predictor stays.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import io
+import os
+import re
+import warnings
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from presto.config import ConfigError
+from presto.predictor.features import CLASSES
+
+CHECKPOINT_FORMAT = "presto-epsilon-classifier/1"
+
+
+class PredictorError(ConfigError):
+    """A predictor checkpoint is missing, unreadable, or not one this version can serve."""
+
+
+@cache
+def servable_features() -> frozenset[str]:
+    """Feature names the prefetcher computes before generation (the keys of node_features)."""
+    from presto.prefetch.tree import node_features
+    from presto.samplers.state import ChainState
+
+    probe = ChainState(np.zeros(2, dtype=np.int64), np.zeros(2), np.zeros(2), np.zeros(2), np.zeros((2, 0)))
+    return frozenset(node_features(probe, 1, 0, 2, 0))
+
+
+@dataclass(frozen=True)
+class Predictor:
+    """A loaded classifier as numpy arrays: standardize, (linear, ReLU)*, linear, softmax."""
+
+    feature_names: tuple[str, ...]
+    mean: np.ndarray
+    std: np.ndarray
+    layers: tuple[tuple[np.ndarray, np.ndarray], ...]  # (weight [out, in], bias [out])
+    epsilon: float
+    fingerprint: str  # sha256 prefix of the weights: which model planned a round
+    path: str
+
+    def predict_proba(self, features: np.ndarray) -> np.ndarray:
+        """Class probabilities (n, 3) in CLASSES order for an (n, d) feature matrix."""
+        z = (np.asarray(features, dtype=np.float64) - self.mean) / self.std
+        for i, (weight, bias) in enumerate(self.layers):
+            z = z @ weight.T + bias
+            if i + 1 < len(self.layers):
+                z = np.maximum(z, 0.0)
+        z = z - z.max(axis=1, keepdims=True)
+        p = np.exp(z)
+        return p / p.sum(axis=1, keepdims=True)
+
+    def branch_probability(self, features: np.ndarray) -> np.ndarray:
+        """h_hat(v+; eps) of eq. 14 from the predicted class probabilities."""
+        from presto.prefetch.allocation import predicted_branch_probability
+
+        p = self.predict_proba(features)
+        return predicted_branch_probability(p[:, CLASSES.index("reject")], p[:, CLASSES.index("accept")])
+
+
+def _layer_index(key: str) -> int:
+    match = re.fullmatch(r"net\.(\d+)\.(weight|bias)", key)
+    return int(match.group(1)) if match else -1
+
+
+def predictor_from_checkpoint(checkpoint: Any, path: str, fingerprint: str | None = None) -> Predictor:
+    """Validate a loaded checkpoint dict and convert it; PredictorError says what is wrong."""
+    where = f"traversal.predictor: {path}"
+    if not isinstance(checkpoint, dict) or "hyper_parameters" not in checkpoint or "state_dict" not in checkpoint:
+        raise PredictorError(f"{where} is not a Lightning checkpoint (no hyper_parameters/state_dict)")
+    hp = checkpoint["hyper_parameters"]
+    if hp.get("checkpoint_format") != CHECKPOINT_FORMAT:
+        raise PredictorError(
+            f"{where} is not an epsilon-certainty predictor of this version "
+            f"(checkpoint_format={hp.get('checkpoint_format')!r}, expected {CHECKPOINT_FORMAT!r})"
+        )
+    if tuple(hp.get("classes", ())) != CLASSES:
+        raise PredictorError(f"{where} predicts classes {hp.get('classes')}, expected {list(CLASSES)}")
+    names = tuple(str(n) for n in hp.get("feature_names", ()))
+    unknown = sorted(set(names) - servable_features())
+    if not names or unknown:
+        raise PredictorError(f"{where} needs features the prefetcher does not compute: {unknown or 'none given'}")
+    state = checkpoint["state_dict"]
+    try:
+        mean = np.asarray(state["feature_mean"], dtype=np.float64)
+        std = np.asarray(state["feature_std"], dtype=np.float64)
+        indices = sorted({_layer_index(k) for k in state if _layer_index(k) >= 0})
+        layers = tuple(
+            (
+                np.asarray(state[f"net.{i}.weight"], dtype=np.float64),
+                np.asarray(state[f"net.{i}.bias"], dtype=np.float64),
+            )
+            for i in indices
+        )
+    except (KeyError, TypeError, ValueError) as err:
+        raise PredictorError(f"{where} has an incomplete state_dict ({err})") from None
+    width = len(names)
+    if mean.shape != (width,) or std.shape != (width,) or not layers or np.any(std <= 0):
+        raise PredictorError(f"{where} has a standardization that does not match its {width} features")
+    for weight, bias in layers:
+        if weight.ndim != 2 or weight.shape[1] != width or bias.shape != (weight.shape[0],):
+            raise PredictorError(f"{where} has layer shapes that do not chain ({weight.shape} after width {width})")
+        width = weight.shape[0]
+    if width != len(CLASSES):
+        raise PredictorError(f"{where} has {width} outputs, expected {len(CLASSES)}")
+    arrays = [mean, std, *(a for layer in layers for a in layer)]
+    if not all(np.all(np.isfinite(a)) for a in arrays):
+        raise PredictorError(f"{where} holds non-finite weights")
+    if fingerprint is None:  # identify the model, not the file: equal weights, equal fingerprint
+        digest = hashlib.sha256("\0".join(names).encode())
+        for array in arrays:
+            digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
+        fingerprint = digest.hexdigest()[:12]
+    return Predictor(names, mean, std, layers, float(hp.get("epsilon", 0.01)), fingerprint, path)
+
+
+def _read(path: Path) -> tuple[Predictor, tuple[int, int, int]]:
+    import torch
+
+    try:
+        with path.open("rb") as handle:
+            stat = os.fstat(handle.fileno())
+            data = handle.read()
+    except OSError as err:
+        raise PredictorError(f"traversal.predictor: cannot read {path} ({err.strerror or err})") from None
+    try:
+        checkpoint = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
+    except Exception as err:  # torch raises many types for a damaged or foreign file
+        raise PredictorError(
+            f"traversal.predictor: {path} is not a readable checkpoint ({type(err).__name__})"
+        ) from None
+    return predictor_from_checkpoint(checkpoint, str(path)), (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+
+def load_predictor(path: str | Path) -> Predictor:
+    """Read and validate a checkpoint now; PredictorError (one line) if it cannot be served."""
+    path = Path(path)
+    if not path.is_file():
+        raise PredictorError(f"traversal.predictor: no such checkpoint {path}")
+    return _read(path)[0]
+
+
+class HotPredictor:
+    """A checkpoint path whose predictor is reloaded when the file is replaced.
+
+    ``current()`` costs one ``os.stat`` when nothing changed. A changed file is loaded in
+    full before the swap, so a round plans with either the old or the new predictor,
+    never a mix. A file that fails to load is remembered by its signature: the warning is
+    issued once, and the next replacement is tried again.
+    """
+
+    def __init__(self, path: str | Path) -> None:
+        self.path = Path(path)
+        if not self.path.is_file():
+            raise PredictorError(f"traversal.predictor: no such checkpoint {self.path}")
+        self._predictor, self._signature = _read(self.path)
+        self._rejected: tuple[int, int, int] | None = None
+        self.swaps = 0
+
+    def _stat(self) -> tuple[int, int, int] | None:
+        try:
+            stat = os.stat(self.path)
+        except OSError:
+            return None
+        return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+    def current(self) -> Predictor:
+        """The predictor to plan this round with (reloaded first if the file changed)."""
+        signature = self._stat()
+        if signature is None or signature in (self._signature, self._rejected):
+            return self._predictor
+        try:
+            predictor, read_signature = _read(self.path)
+        except PredictorError as err:
+            self._rejected = signature
+            warnings.warn(
+                f"{err}; keeping the previous predictor ({self._predictor.fingerprint})", RuntimeWarning, stacklevel=2
+            )
+            return self._predictor
+        self._predictor, self._signature = predictor, read_signature
+        self.swaps += 1
+        return predictor

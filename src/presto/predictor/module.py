@@ -1,0 +1,223 @@
+"""The epsilon-certainty classifier as a LightningModule (the paper's Appendix E.7).
+
+Three-class logistic regression (no hidden layer) or an MLP with ReLU hidden layers,
+trained on the log loss plus the paper's L2 penalty lambda / (2 n) * sum of squared
+weights (biases excluded), with n the number of training examples: lambda = 1 for the
+logistic regression (scikit-learn's C = 1 / lambda) and 1e-3 for the MLPs (scikit-learn's
+``alpha``). The logistic regression is convex and small, so it is fitted full-batch with
+L-BFGS to its optimum; MLPs use Adam with early stopping on a validation split.
+
+The module takes plain hyperparameters and calls ``save_hyperparameters()``; the feature
+standardization lives in buffers. ``EpsilonClassifier.load_from_checkpoint(path)`` works
+without Hydra, and :mod:`presto.predictor.hotload` serves the same file without Lightning.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+import os
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+
+import lightning as L
+import numpy as np
+import torch
+from torch import nn
+from torch.utils.data import DataLoader, TensorDataset
+
+from presto.predictor.features import CLASSES
+from presto.predictor.hotload import CHECKPOINT_FORMAT
+from presto.predictor.train import ModelSettings
+
+
+class EpsilonClassifier(L.LightningModule):
+    """Standardize, (Linear, ReLU) per hidden layer, Linear to the three class logits."""
+
+    def __init__(
+        self,
+        feature_names: Sequence[str],
+        hidden: Sequence[int] = (),
+        l2: float = 1.0,
+        num_train: int = 1,
+        optimizer: str = "lbfgs",
+        learning_rate: float = 1.0,
+        mean: Sequence[float] | None = None,
+        std: Sequence[float] | None = None,
+        epsilon: float = 0.01,
+        classes: Sequence[str] = CLASSES,
+        checkpoint_format: str = CHECKPOINT_FORMAT,
+    ) -> None:
+        super().__init__()
+        if optimizer not in ("lbfgs", "adam"):
+            raise ValueError(f"optimizer must be 'lbfgs' or 'adam', got {optimizer!r}")
+        self.save_hyperparameters()
+        width = len(feature_names)
+        self.register_buffer("feature_mean", torch.tensor(mean if mean is not None else [0.0] * width))
+        self.register_buffer("feature_std", torch.tensor(std if std is not None else [1.0] * width))
+        layers: list[nn.Module] = []
+        for units in hidden:
+            layers += [nn.Linear(width, int(units)), nn.ReLU()]
+            width = int(units)
+        layers.append(nn.Linear(width, len(classes)))
+        self.net = nn.Sequential(*layers)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.net((x - self.feature_mean) / self.feature_std)
+
+    def penalty(self) -> torch.Tensor:
+        weights = [p for name, p in self.net.named_parameters() if name.endswith("weight")]
+        return sum((w**2).sum() for w in weights) * (self.hparams.l2 / (2.0 * max(1, self.hparams.num_train)))
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = nn.functional.cross_entropy(self(x), y) + self.penalty()
+        self.log("train_loss", loss, prog_bar=False, on_epoch=True, on_step=False)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val_loss", nn.functional.cross_entropy(self(x), y), on_epoch=True, on_step=False)
+
+    def configure_optimizers(self):
+        if self.hparams.optimizer == "lbfgs":
+            return torch.optim.LBFGS(
+                self.parameters(),
+                lr=self.hparams.learning_rate,
+                max_iter=100,
+                tolerance_grad=1e-9,
+                tolerance_change=1e-12,
+                line_search_fn="strong_wolfe",
+            )
+        return torch.optim.Adam(self.parameters(), lr=self.hparams.learning_rate)
+
+    @torch.no_grad()
+    def predict_proba(self, features: np.ndarray) -> np.ndarray:
+        self.eval()
+        logits = self(torch.as_tensor(np.asarray(features), dtype=torch.float32))
+        return torch.softmax(logits.double(), dim=1).numpy()
+
+
+class _KeepBest(L.Callback):
+    """Restore the weights of the epoch with the lowest validation loss when fitting ends."""
+
+    def __init__(self) -> None:
+        self.best = float("inf")
+        self.state: dict | None = None
+
+    def on_validation_epoch_end(self, trainer, pl_module):
+        loss = trainer.callback_metrics.get("val_loss")
+        if loss is not None and float(loss) < self.best:
+            self.best = float(loss)
+            self.state = copy.deepcopy(pl_module.state_dict())
+
+    def on_fit_end(self, trainer, pl_module):
+        if self.state is not None:
+            pl_module.load_state_dict(self.state)
+
+
+def _quiet_lightning() -> None:
+    for name in ("lightning", "lightning.pytorch", "lightning.fabric", "pytorch_lightning"):
+        logging.getLogger(name).setLevel(logging.ERROR)
+    warnings.filterwarnings("ignore", message=".*does not have many workers.*")
+    warnings.filterwarnings("ignore", message=".*number of training batches.*")
+    warnings.filterwarnings("ignore", message=".*LeafSpec.*")
+    warnings.filterwarnings("ignore", message=".*defined a `validation_step` but have no `val_dataloader`.*")
+
+
+def fit_classifier(
+    features: np.ndarray,
+    labels: np.ndarray,
+    feature_names: Sequence[str],
+    settings: ModelSettings,
+    seed: int = 0,
+    epsilon: float = 0.01,
+) -> EpsilonClassifier:
+    """Train one classifier on (features, labels); the standardization comes from these features."""
+    _quiet_lightning()
+    L.seed_everything(seed, workers=True, verbose=False)
+    features = np.asarray(features, dtype=np.float32)
+    labels = np.asarray(labels, dtype=np.int64)
+    mean = features.mean(axis=0)
+    std = features.std(axis=0)
+    std = np.where(std > 1e-8, std, 1.0)
+    order = np.random.default_rng(seed).permutation(len(labels))
+    n_val = round(settings.val_fraction * len(labels)) if settings.val_fraction > 0 else 0
+    if n_val and len(labels) - n_val < 2:
+        n_val = 0
+    val_idx, train_idx = order[:n_val], order[n_val:]
+    module = EpsilonClassifier(
+        feature_names=list(feature_names),
+        hidden=[int(h) for h in settings.hidden],
+        l2=float(settings.l2),
+        num_train=len(train_idx),
+        optimizer=settings.optimizer,
+        learning_rate=float(settings.learning_rate),
+        mean=[float(v) for v in mean],
+        std=[float(v) for v in std],
+        epsilon=float(epsilon),
+        classes=list(CLASSES),
+    )
+
+    def loader(idx: np.ndarray, shuffle: bool) -> DataLoader:
+        data = TensorDataset(torch.from_numpy(features[idx]), torch.from_numpy(labels[idx]))
+        size = len(idx) if settings.batch_size is None else min(int(settings.batch_size), len(idx))
+        return DataLoader(data, batch_size=max(1, size), shuffle=shuffle)
+
+    callbacks: list[L.Callback] = []
+    if n_val:
+        from lightning.pytorch.callbacks import EarlyStopping
+
+        callbacks += [EarlyStopping(monitor="val_loss", patience=settings.patience, mode="min"), _KeepBest()]
+    trainer = L.Trainer(
+        max_epochs=settings.max_epochs,
+        accelerator="cpu",
+        devices=1,
+        logger=False,
+        enable_checkpointing=False,
+        enable_progress_bar=False,
+        enable_model_summary=False,
+        num_sanity_val_steps=0,
+        callbacks=callbacks,
+        deterministic=True,
+    )
+    trainer.fit(
+        module,
+        train_dataloaders=loader(train_idx, shuffle=settings.batch_size is not None),
+        val_dataloaders=loader(val_idx, shuffle=False) if n_val else None,
+    )
+    module.eval()
+    return module
+
+
+def save_checkpoint(module: EpsilonClassifier, path: str | Path) -> Path:
+    """Write a small checkpoint (weights and hyperparameters, no optimizer state) atomically.
+
+    The file is written next to ``path`` and renamed over it, so a running traversal that
+    watches ``path`` sees either the old or the new checkpoint, never half of one.
+    """
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    checkpoint = {
+        "state_dict": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
+        "hyper_parameters": _plain(dict(module.hparams)),
+        "pytorch-lightning_version": L.__version__,
+        "epoch": 0,
+        "global_step": 0,
+    }
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    torch.save(checkpoint, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+def _plain(value):
+    """Hyperparameters as lists, floats and strings only (torch.load(weights_only=True) reads them)."""
+    if isinstance(value, dict):
+        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_plain(v) for v in value]
+    if isinstance(value, np.generic):
+        return value.item()
+    return value

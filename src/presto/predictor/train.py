@@ -1,0 +1,215 @@
+"""Train and evaluate the epsilon-certainty predictor (what src/train_predictor.py runs).
+
+Evaluation follows the paper's Appendix E.7: K-fold cross-validation with whole prompts
+held out, out-of-fold predictions pooled over all nodes, held-out accuracy and log loss
+of the model against two constant baselines fitted on each training fold (the majority
+class for accuracy, the class frequencies for log loss) and against scikit-learn's
+``LogisticRegression`` on the same standardized features as a reference. The model is
+then refitted on all examples and saved; ``metrics.json`` holds every number.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import time
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from presto.predictor.data import Examples
+from presto.predictor.features import CLASSES
+
+IMPROVEMENT_MARGIN = 1e-4
+"""Held-out log loss (nats per node) a model must gain over the class frequencies to count as better."""
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """One model of the comparison (conf/predictor/*.yaml)."""
+
+    name: str = "logistic"
+    hidden: tuple[int, ...] = ()
+    l2: float = 1.0
+    optimizer: str = "lbfgs"
+    learning_rate: float = 1.0
+    max_epochs: int = 30
+    batch_size: int | None = None  # None: full batch
+    val_fraction: float = 0.0  # early stopping on this share of the training data (0: none)
+    patience: int = 10
+
+    def __post_init__(self) -> None:
+        if any(int(h) < 1 for h in self.hidden):
+            raise ValueError(f"predictor.hidden must hold positive layer widths, got {list(self.hidden)}")
+        if self.l2 < 0 or self.learning_rate <= 0 or self.max_epochs < 1:
+            raise ValueError("predictor.l2 must be >= 0, learning_rate > 0, max_epochs >= 1")
+        if not 0.0 <= self.val_fraction < 1.0:
+            raise ValueError(f"predictor.val_fraction must be in [0, 1), got {self.val_fraction}")
+
+
+def log_loss(labels: np.ndarray, probabilities: np.ndarray) -> float:
+    """Mean negative log-likelihood (natural log) of the true classes; probabilities clipped at 1e-15."""
+    picked = probabilities[np.arange(len(labels)), labels]
+    return float(-np.mean(np.log(np.clip(picked, 1e-15, 1.0))))
+
+
+def accuracy(labels: np.ndarray, probabilities: np.ndarray) -> float:
+    return float(np.mean(np.argmax(probabilities, axis=1) == labels))
+
+
+def prompt_folds(groups: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) index pairs; each prompt lies in exactly one test fold."""
+    from sklearn.model_selection import GroupKFold
+
+    n_groups = len(np.unique(groups))
+    if n_groups < 2:
+        raise ValueError(f"cross-validation holds out whole prompts and needs >= 2 prompts, got {n_groups}")
+    splitter = GroupKFold(n_splits=min(folds, n_groups), shuffle=True, random_state=seed)
+    return list(splitter.split(np.zeros(len(groups)), groups=groups))
+
+
+def _sklearn_logistic(train_x, train_y, test_x, l2: float) -> np.ndarray:
+    from sklearn.linear_model import LogisticRegression
+    from sklearn.pipeline import make_pipeline
+    from sklearn.preprocessing import StandardScaler
+
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=1.0 / l2 if l2 > 0 else 1e12, max_iter=2000))
+    model.fit(train_x, train_y)
+    out = np.full((len(test_x), len(CLASSES)), 1e-15)
+    out[:, model.classes_] = model.predict_proba(test_x)
+    return out / out.sum(axis=1, keepdims=True)
+
+
+def cross_validate(examples: Examples, settings, folds: int, seed: int, epsilon: float) -> dict[str, Any]:
+    """Pooled out-of-fold accuracy and log loss of the model, the sklearn reference and the baselines."""
+    from presto.predictor.module import fit_classifier
+
+    x, y = examples.features, examples.labels
+    k = len(CLASSES)
+    predictions = {name: np.zeros((len(y), k)) for name in ("model", "sklearn_logistic", "majority", "frequencies")}
+    split_list = prompt_folds(examples.groups, folds, seed)
+    for fold, (train, test) in enumerate(split_list):
+        module = fit_classifier(x[train], y[train], examples.feature_names, settings, seed + fold, epsilon)
+        predictions["model"][test] = module.predict_proba(x[test])
+        predictions["sklearn_logistic"][test] = _sklearn_logistic(x[train], y[train], x[test], max(settings.l2, 1e-12))
+        counts = np.bincount(y[train], minlength=k).astype(np.float64)
+        frequencies = counts / counts.sum()
+        predictions["frequencies"][test] = np.clip(frequencies, 1e-15, None)
+        majority = np.full(k, 1e-15)
+        majority[int(np.argmax(counts))] = 1.0
+        predictions["majority"][test] = majority
+    results = {
+        name: {"accuracy": accuracy(y, p), "log_loss": log_loss(y, p)}
+        for name, p in predictions.items()
+        if name != "majority"
+    }
+    # The majority baseline is scored on accuracy only: its log loss is infinite by design.
+    results["majority"] = {"accuracy": accuracy(y, predictions["majority"]), "log_loss": None}
+    results["folds"] = len(split_list)
+    return results
+
+
+def train_predictor(
+    examples: Examples,
+    settings,
+    out_dir: Path,
+    checkpoint: Path | None,
+    folds: int = 5,
+    seed: int = 0,
+    epsilon: float = 0.01,
+    require_improvement: bool = False,
+) -> dict[str, Any]:
+    """Cross-validate, refit on everything, write metrics.json and the checkpoint; returns the metrics.
+
+    With ``require_improvement`` the checkpoint is only written when the held-out log
+    loss beats the class-frequency baseline (a retraining job must not replace a working
+    predictor with a useless one); metrics.json is written either way.
+    """
+    from presto.predictor.module import fit_classifier, save_checkpoint
+
+    start = time.perf_counter()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    cv = cross_validate(examples, settings, folds, seed, epsilon)
+    # "Better" needs a margin: an intercept-only fit IS the class frequencies, up to rounding.
+    beats = cv["model"]["log_loss"] < cv["frequencies"]["log_loss"] - IMPROVEMENT_MARGIN
+    module = fit_classifier(examples.features, examples.labels, examples.feature_names, settings, seed, epsilon)
+    target = checkpoint or out_dir / "predictor.ckpt"
+    written = None
+    if beats or not require_improvement:
+        written = str(save_checkpoint(module, target))
+    metrics: dict[str, Any] = {
+        "examples": len(examples),
+        "prompts": len(np.unique(examples.groups)),
+        "class_counts": examples.class_counts(),
+        "epsilon": epsilon,
+        "features": list(examples.feature_names),
+        "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()},
+        "cross_validation": cv,
+        "beats_class_frequencies": bool(beats),
+        "checkpoint": written,
+        "sources": list(examples.sources),
+        "seconds": time.perf_counter() - start,
+    }
+    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, allow_nan=False) + "\n")
+    return metrics
+
+
+def format_metrics(metrics: dict[str, Any]) -> str:
+    """A small table for the terminal."""
+    cv = metrics["cross_validation"]
+    lines = [
+        f"{metrics['examples']} nodes from {metrics['prompts']} prompts, classes {metrics['class_counts']}, "
+        f"features {metrics['features']}, {cv['folds']}-fold CV by prompt",
+        f"{'':<22}{'accuracy':>10}{'log loss':>10}",
+    ]
+    for name in ("model", "sklearn_logistic", "frequencies", "majority"):
+        row = cv[name]
+        loss = "-" if row["log_loss"] is None or not math.isfinite(row["log_loss"]) else f"{row['log_loss']:.4f}"
+        label = metrics["model"]["name"] if name == "model" else name
+        lines.append(f"{label:<22}{row['accuracy']:>10.4f}{loss:>10}")
+    lines.append(f"checkpoint: {metrics['checkpoint'] or 'not written (no better than the class frequencies)'}")
+    return "\n".join(lines)
+
+
+def run_training(cfg) -> dict[str, Any]:
+    """The Hydra job: validate the config, collect the trees, train, evaluate, save."""
+    from omegaconf import OmegaConf
+
+    from presto.config import ConfigError
+    from presto.predictor.data import collect_examples
+    from presto.predictor.features import resolve_features
+
+    if OmegaConf.is_missing(cfg, "runs"):
+        raise ConfigError("runs is required: pass runs=[RUN_DIR,...] (directories holding trees.jsonl)")
+    runs = cfg.runs if OmegaConf.is_list(cfg.runs) else [cfg.runs]
+    model_cfg = OmegaConf.to_container(cfg.predictor, resolve=True)
+    try:
+        settings = ModelSettings(**{**model_cfg, "hidden": tuple(model_cfg.get("hidden") or ())})
+        names = resolve_features(cfg.features)
+        epsilon = float(cfg.epsilon)
+        if not 0.0 < epsilon < 0.5:
+            raise ValueError(f"epsilon must be in (0, 1/2), got {epsilon}")
+        if int(cfg.folds) < 2:
+            raise ValueError(f"folds must be >= 2, got {cfg.folds}")
+    except (TypeError, ValueError) as err:
+        raise ConfigError(str(err)) from None
+    try:
+        examples = collect_examples([str(r) for r in runs], names, epsilon)
+    except KeyError as err:
+        raise ConfigError(str(err.args[0])) from None
+    from hydra.core.hydra_config import HydraConfig
+
+    out_dir = Path(HydraConfig.get().runtime.output_dir)
+    checkpoint = Path(str(cfg.output)).expanduser().resolve() if cfg.output else None
+    return train_predictor(
+        examples,
+        settings,
+        out_dir,
+        checkpoint,
+        folds=int(cfg.folds),
+        seed=int(cfg.seed),
+        epsilon=epsilon,
+        require_improvement=bool(cfg.require_improvement),
+    )

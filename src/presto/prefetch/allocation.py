@@ -1,0 +1,345 @@
+"""Which requests a prefetch call should carry: the paper's Appendix C, in two request models.
+
+Node-level model (the paper). Every node v of the prefetching tree decides one MH
+transition; expanding v costs ONE request, the proposal at its acceptance child v+, and
+is possible when v is *expandable* (Condition 1: the request's cut does not exceed the
+node's own cut index, so the proposal can be generated from the root's prefix). The
+candidate set I_max holds the expandable nodes above the depth cap whose strict ancestors
+are all expandable; a selection is an ancestor-closed subset of it. With branch
+probabilities h(v+) (the true A, its epsilon-rounding h(v+; eps) of eq. 10, or the
+classifier's estimate h_hat of eq. 14) a walk from the root completes, in expectation,
+
+    F_I(v0) = sum_{v in I} R(v)                       (Lemma 1, reaching weights eq. 11)
+            = 1 + h(v+) F_I(v+) + h(v-) F_I(v-)       (Lemma 2, for v in I)
+
+transitions, and Proposition 2's dynamic program finds the selection of at most N_pf
+requests that maximizes it. The paper's BFS fills the budget in breadth-first order
+instead, and (as its implementation does) may spend requests below a deferred node.
+
+Shared-request model (this codebase). Random inputs are keyed by transition, so every
+node at depth d shares the cut c_d and the suffix seed: all feasible depth-d nodes are
+served by ONE request, and a call covers whole depths. A plan is a prefix of depths
+{0, ..., m-1}; the walk realizes transition d when every accepted proposal above it kept
+the root's first c_d tokens: at the cut level, when the smallest cut accepted so far is
+>= c_d, and beyond it when the accepted suffixes happen to repeat the root's tokens.
+:func:`shared_request_realization` computes P(transition d is realized) by a dynamic
+program over (depth, node cut, agreement with the root, accepts so far).
+
+Everything here is pure numpy over small trees; the oracle replay (scripts/oracle_bound.py),
+the predictive traversal and the unit tests share it.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict, deque
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+ROOT, ACCEPT, REJECT = "root", "accept", "reject"
+
+
+def rounded_branch_probability(accept: np.ndarray | float, epsilon: float) -> np.ndarray:
+    """h(v+; eps) of eq. 10: 0 if A <= eps, 1 if A >= 1 - eps, else A itself."""
+    accept = np.asarray(accept, dtype=np.float64)
+    return np.where(accept <= epsilon, 0.0, np.where(accept >= 1.0 - epsilon, 1.0, accept))
+
+
+def predicted_branch_probability(p_reject: np.ndarray | float, p_accept: np.ndarray | float) -> np.ndarray:
+    """h_hat(v+; eps) of eq. 14: the class-weighted mean of 0 (reject), 1 (accept) and 1/2 (uncertain).
+
+    Lemma 3: with exact class probabilities, 1/2 for the uncertain class is the value whose
+    worst-case error over every A in (eps, 1 - eps) is smallest.
+    """
+    return 0.5 * (1.0 + np.asarray(p_accept, dtype=np.float64) - np.asarray(p_reject, dtype=np.float64))
+
+
+@dataclass
+class PrefetchTree:
+    """A finite node-level prefetching tree; node 0 is the root, children have larger ids.
+
+    ``expandable[v]``: the request of v (the proposal at v+) satisfies Condition 1.
+    ``accept_child[v]`` / ``reject_child[v]``: ids of v+ and v-, or -1 when absent (a
+    logged tree holds only part of the infinite tree; absent children are leaves).
+    """
+
+    parent: list[int]
+    branch: list[str]
+    depth: list[int]
+    expandable: list[bool]
+    accept_child: list[int]
+    reject_child: list[int]
+
+    @classmethod
+    def from_edges(
+        cls, parents: Sequence[int | None], branches: Sequence[str], expandable: Sequence[bool]
+    ) -> PrefetchTree:
+        """Build from per-node parent ids (None for the root), branch names and Condition 1 flags."""
+        n = len(parents)
+        if not (len(branches) == len(expandable) == n) or n == 0:
+            raise ValueError("parents, branches and expandable must be non-empty and of equal length")
+        tree = cls([], [], [], [], [-1] * n, [-1] * n)
+        for v, (p, b, e) in enumerate(zip(parents, branches, expandable, strict=True)):
+            if (p is None) != (v == 0):
+                raise ValueError(f"node {v}: only node 0 is the root (parent None)")
+            if p is not None and not 0 <= p < v:
+                raise ValueError(f"node {v}: parent {p} must be an earlier node")
+            tree.parent.append(-1 if p is None else int(p))
+            tree.branch.append(ROOT if p is None else b)
+            tree.depth.append(0 if p is None else tree.depth[p] + 1)
+            tree.expandable.append(bool(e))
+            if p is not None:
+                slots = tree.accept_child if b == ACCEPT else tree.reject_child if b == REJECT else None
+                if slots is None or slots[p] != -1:
+                    raise ValueError(f"node {v}: branch must be a free 'accept' or 'reject' slot of node {p}")
+                slots[p] = v
+        return tree
+
+    def add_node(self, parent: int, branch: str, expandable: bool) -> int:
+        """Append a child (the oracle replay adds the unlogged nodes below deferred ones)."""
+        v = len(self.parent)
+        slots = self.accept_child if branch == ACCEPT else self.reject_child
+        if slots[parent] != -1:
+            raise ValueError(f"node {parent} already has a {branch} child")
+        slots[parent] = v
+        self.parent.append(parent)
+        self.branch.append(branch)
+        self.depth.append(self.depth[parent] + 1)
+        self.expandable.append(bool(expandable))
+        self.accept_child.append(-1)
+        self.reject_child.append(-1)
+        return v
+
+    def __len__(self) -> int:
+        return len(self.parent)
+
+    def candidates(self, depth_cap: int) -> np.ndarray:
+        """I_max as a mask: expandable, depth < K', and every strict ancestor a candidate."""
+        mask = np.zeros(len(self), dtype=bool)
+        for v in range(len(self)):
+            ok = self.expandable[v] and self.depth[v] < depth_cap
+            mask[v] = ok and (v == 0 or mask[self.parent[v]])
+        return mask
+
+    def is_ancestor_closed(self, selection: Iterable[int]) -> bool:
+        chosen = set(selection)
+        return all(v == 0 or self.parent[v] in chosen for v in chosen)
+
+
+def reaching_weights(tree: PrefetchTree, h_accept: Sequence[float] | np.ndarray) -> np.ndarray:
+    """R(v) of eq. 11: the product of branch probabilities from the root to v."""
+    h = np.asarray(h_accept, dtype=np.float64)
+    weights = np.ones(len(tree))
+    for v in range(1, len(tree)):
+        p = tree.parent[v]
+        weights[v] = weights[p] * (h[p] if tree.branch[v] == ACCEPT else 1.0 - h[p])
+    return weights
+
+
+def expected_transitions(tree: PrefetchTree, selection: Iterable[int], h_accept: Sequence[float]) -> float:
+    """Lemma 1: F_I(v0) = sum of reaching weights over an ancestor-closed selection I."""
+    chosen = sorted(set(selection))
+    if not tree.is_ancestor_closed(chosen):
+        raise ValueError("Lemma 1 needs an ancestor-closed selection; use expected_transitions_recursive")
+    return float(reaching_weights(tree, h_accept)[chosen].sum()) if chosen else 0.0
+
+
+def expected_transitions_recursive(tree: PrefetchTree, selection: Iterable[int], h_accept: Sequence[float]) -> float:
+    """Lemma 2 for ANY node set: a walk stops at the first node outside it (so nodes below a gap count 0)."""
+    chosen = set(selection)
+    h = np.asarray(h_accept, dtype=np.float64)
+    value = np.zeros(len(tree) + 1)  # index -1 (absent child) reads the trailing 0
+    for v in reversed(range(len(tree))):
+        if v in chosen:
+            value[v] = 1.0 + h[v] * value[tree.accept_child[v]] + (1.0 - h[v]) * value[tree.reject_child[v]]
+    return float(value[0])
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """An optimal selection for one budget, and the optimum V(v0, b) for every b <= budget."""
+
+    value: float
+    selection: frozenset[int]
+    values_by_budget: np.ndarray
+
+
+class AllocationProgram:
+    """Proposition 2 solved once for every budget up to ``max_budget``.
+
+    V(v, b) = 0 outside I_max or for b = 0, else
+    V(v, b) = 1 + max_{0 <= m <= b-1} [h(v+) V(v+, m) + h(v-) V(v-, b-1-m)].
+    Children are solved before parents (they have larger ids), each V(v, .) as one array
+    over budgets, so the cost is O(|tree| * max_budget^2); :meth:`selection` rebuilds an
+    optimal selection for any budget <= max_budget from the maximizing splits. It is
+    ancestor-closed, inside I_max (Condition 1 and the depth cap) and of size <= budget.
+    """
+
+    def __init__(
+        self, tree: PrefetchTree, h_accept: Sequence[float] | np.ndarray, max_budget: int, depth_cap: int
+    ) -> None:
+        if max_budget < 0:
+            raise ValueError(f"budget must be >= 0, got {max_budget}")
+        h = np.asarray(h_accept, dtype=np.float64)
+        if h.shape != (len(tree),):
+            raise ValueError(f"need one branch probability per node ({len(tree)}), got shape {h.shape}")
+        self.tree = tree
+        self.max_budget = max_budget
+        # A selection of b nodes is ancestor-closed, so nothing deeper than b - 1 is ever chosen.
+        self.candidate = tree.candidates(min(depth_cap, max_budget))
+        zeros = np.zeros(max_budget + 1)
+        self.values: list[np.ndarray] = [zeros] * len(tree)
+        self.splits: list[np.ndarray | None] = [None] * len(tree)
+        for v in reversed(range(len(tree))):
+            if not self.candidate[v]:
+                continue
+            plus = self.values[tree.accept_child[v]] if tree.accept_child[v] >= 0 else zeros
+            minus = self.values[tree.reject_child[v]] if tree.reject_child[v] >= 0 else zeros
+            value = np.zeros(max_budget + 1)
+            split = np.zeros(max_budget + 1, dtype=np.int64)
+            for b in range(1, max_budget + 1):
+                options = h[v] * plus[:b] + (1.0 - h[v]) * minus[b - 1 :: -1]
+                split[b] = int(np.argmax(options))
+                value[b] = 1.0 + options[split[b]]
+            self.values[v], self.splits[v] = value, split
+
+    def value(self, budget: int) -> float:
+        """V(v0, budget): the largest expected transition count of a selection of <= budget nodes."""
+        return float(self.values[0][budget])
+
+    def selection(self, budget: int) -> frozenset[int]:
+        if not 0 <= budget <= self.max_budget:
+            raise ValueError(f"budget must be in 0..{self.max_budget}, got {budget}")
+        tree, chosen = self.tree, set()
+        stack = [(0, budget)]
+        while stack:
+            v, b = stack.pop()
+            if v < 0 or b == 0 or not self.candidate[v]:
+                continue
+            chosen.add(v)
+            m = int(self.splits[v][b])  # type: ignore[index]
+            stack += [(tree.accept_child[v], m), (tree.reject_child[v], b - 1 - m)]
+        return frozenset(chosen)
+
+
+def optimal_allocation(
+    tree: PrefetchTree, h_accept: Sequence[float] | np.ndarray, budget: int, depth_cap: int
+) -> Allocation:
+    """Proposition 2 for one budget (see :class:`AllocationProgram`)."""
+    program = AllocationProgram(tree, h_accept, budget, depth_cap)
+    return Allocation(program.value(budget), program.selection(budget), program.values[0].copy())
+
+
+def node_bfs(tree: PrefetchTree, budget: int, depth_cap: int, spend_below_deferred: bool = True) -> list[int]:
+    """The paper's BFS traversal: expandable nodes in breadth-first order, at most ``budget``.
+
+    A deferred node (not expandable) issues no request. With ``spend_below_deferred`` its
+    rejection child is still enqueued, as in the paper's implementation, so requests are
+    spent below it that the walk of this call can never reach (Section 3.2 reports 19% of
+    requests at N_pf = 10); without it the subtree below a deferred node is skipped.
+    Returns the requesting nodes in order (not necessarily ancestor-closed).
+    """
+    chosen: list[int] = []
+    queue = deque([0])
+    while queue and len(chosen) < budget:
+        v = queue.popleft()
+        if tree.depth[v] >= depth_cap:
+            continue
+        if tree.expandable[v]:
+            chosen.append(v)
+            queue.extend(c for c in (tree.accept_child[v], tree.reject_child[v]) if c >= 0)
+        elif spend_below_deferred and tree.reject_child[v] >= 0:
+            queue.append(tree.reject_child[v])
+    return chosen
+
+
+# --- the shared-request model ----------------------------------------------------------
+
+BranchFn = Callable[[int, int, np.ndarray, np.ndarray], np.ndarray]
+"""(depth d, cut c_d, node cuts, accepts on path) -> predicted P(accept) per DP state."""
+
+
+def shared_request_realization(
+    cuts: Sequence[int],
+    length: int,
+    branch: BranchFn,
+    repeat_logq: np.ndarray | None = None,
+    path_dependent: bool = True,
+) -> np.ndarray:
+    """P(the walk decides transition d) for each planned depth d.
+
+    A node at depth d can decide when its state still holds the root's first c_d tokens.
+    The DP carries, per path, its probability and (m, L, a): the node's cut index m (the
+    cut of the last accepted proposal, or T; what the logged ``parent_cut`` feature
+    holds), its agreement L (the length of the prefix it shares with the root) and its
+    accepts a. Depth d is decided from states with c_d <= L; the others stop there
+    (deferred), and so does everything below them. A decided state moves, with the
+    predicted acceptance h, to m = c_d, a + 1 and a new agreement L' >= c_d; otherwise it
+    stays.
+
+    ``repeat_logq`` (the root's per-token log q) gives L' its law: the proposal is drawn
+    from the same q as the root's suffix, token by token from the same prefix, so it
+    repeats the root's tokens c_d..x-1 with probability exp(sum_{t=c_d}^{x-1} log q_t),
+    which at a low proposal temperature is often close to 1. L' only matters through the
+    cuts it clears, so it is kept on the grid {c_0, ..., c_{D-1}, T}. An exact repeat of
+    the whole suffix has MH ratio 1 and is always accepted; the rest of the predicted
+    acceptance, max(0, h - P(repeat)) / (1 - P(repeat)), goes to proposals that differ
+    somewhere, independently of where. Without ``repeat_logq``, L' = c_d (no repeats:
+    cut-level Condition 1, a lower bound).
+
+    With ``path_dependent=False`` the branch ignores (m, a), and states merge on L alone.
+    """
+    cuts = [int(c) for c in cuts]
+    realize = np.zeros(len(cuts))
+    grid = sorted({*cuts, int(length)})
+    if repeat_logq is not None:
+        prefix = np.concatenate([[0.0], np.cumsum(np.asarray(repeat_logq, dtype=np.float64))])
+    states: dict[tuple[int, int, int], float] = {(int(length), int(length), 0): 1.0}
+    for d, cut in enumerate(cuts):
+        live = [(key, p) for key, p in states.items() if cut <= key[1] and p > 1e-12]
+        if not live:
+            break
+        node_cuts = np.array([key[0] for key, _ in live], dtype=np.int64)
+        accepts = np.array([key[2] for key, _ in live], dtype=np.int64)
+        realize[d] = sum(p for _, p in live)
+        h = np.clip(np.asarray(branch(d, cut, node_cuts, accepts), dtype=np.float64), 0.0, 1.0)
+        # Law of the new agreement on the grid below T, and the chance of an exact repeat.
+        if repeat_logq is None:
+            law, repeat = [(cut, 1.0)], 0.0
+        else:
+            above = [v for v in grid if v >= cut]
+            survive = [float(np.exp(prefix[v] - prefix[cut])) for v in above] + [0.0]
+            repeat = survive[-2]  # P(the proposal equals the root's suffix)
+            law = [(v, survive[i] - survive[i + 1]) for i, v in enumerate(above[:-1]) if survive[i] > survive[i + 1]]
+        nxt: dict[tuple[int, int, int], float] = defaultdict(float)
+        for ((m, agree, a), p), hh in zip(live, h, strict=True):
+            stay = (m, agree, a) if path_dependent else (int(length), agree, 0)
+            # An exact repeat has MH ratio 1 and is always accepted; the rest of the predicted
+            # acceptance goes to proposals that differ from the root somewhere.
+            differ = 1.0 - repeat
+            h_differ = min(1.0, max(0.0, (hh - repeat) / differ)) if differ > 0 else 0.0
+            nxt[stay] += p * differ * (1.0 - h_differ)
+            if repeat > 0:
+                nxt[(cut, int(length), a + 1) if path_dependent else (int(length), int(length), 0)] += p * repeat
+            for v, q in law:
+                moved = (cut, v, a + 1) if path_dependent else (int(length), v, 0)
+                nxt[moved] += p * h_differ * q
+        states = nxt
+    return realize
+
+
+def best_depth_count(realize: np.ndarray, costs: np.ndarray | None) -> int:
+    """m in 1..len(realize) maximizing sum_{d<m} realize[d] / cost(m); without costs, all depths.
+
+    Ties go to the larger m (more transitions for the same rate).
+    """
+    depths = len(realize)
+    if depths == 0:
+        raise ValueError("at least one depth must be plannable")
+    if costs is None:
+        return depths
+    costs = np.asarray(costs, dtype=np.float64)
+    rate = np.cumsum(realize) / np.maximum(costs, 1e-12)
+    best = float(rate.max())
+    return int(np.flatnonzero(rate >= best * (1.0 - 1e-9))[-1]) + 1

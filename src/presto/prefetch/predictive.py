@@ -1,0 +1,216 @@
+"""traversal=predictive: spend a call's requests where the walk is predicted to go, and no further.
+
+The paper's predictive rule (Section 3.3, Appendix C) allocates node-level requests: a
+classifier predicts each candidate node's epsilon-class before generation, eq. 14 turns
+the class probabilities into a branch probability h_hat, and Proposition 2's dynamic
+program picks the ancestor-closed set of at most N_pf nodes with the largest predicted
+number of transitions. Those objects live in :mod:`presto.prefetch.allocation` and are
+what scripts/oracle_bound.py replays.
+
+In this codebase random inputs are keyed by transition, so every feasible node at depth d
+is served by the same request and a call covers whole depths; BFS (depths
+0..min(N_pf, K-k)-1) already reaches every feasible node down to its depth, which is what
+an oracle node-level allocation could reach with the same requests. What is left to
+decide is how MANY depths to request. This rule:
+
+1. predicts, for each candidate depth d, the probability that the walk decides
+   transition d (:func:`~presto.prefetch.allocation.shared_request_realization`: a DP
+   over (depth, node cut, agreement with the root, accepts) with h_hat from the
+   predictor's class probabilities of each state's node features, the features logged
+   in trees.jsonl and computed by the same function; an accepted proposal keeps deeper
+   depths feasible as far as it repeats the root's tokens, which it does with the
+   probability the root's stored log q gives);
+2. predicts the cost of a call carrying depths 0..m-1 with a model fitted online to the
+   engine's measured call times, t = a + b * (tokens generated) + c * (longest suffix)
+   (non-negative least squares; a batched decode costs about one step per token of the
+   longest row plus a per-row share);
+3. requests the m that maximizes predicted transitions per predicted second.
+
+With ``cost_aware: false`` (or before the cost model has seen enough calls) it requests
+every depth BFS would: same requests, same calls. The chain never changes: any prefix of
+depths is a valid plan, and the walk takes the kernel's own decisions with the
+decision's own random inputs (Proposition 1), so the predictor and the timings only move
+the boundary between this call and the next.
+
+It never spends a request below a deferred node, by construction: a plan is a prefix of
+depths, and the depth-d request serves every feasible node at depth d, among them the
+all-reject path, which is never deferred. A depth's request is thus never spent only on
+nodes the walk cannot reach from this call's root, and the MH walk stops at the first
+deferred node anyway (the next call resumes there with the same random inputs).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from presto.config import ConfigError
+from presto.predictor.features import feature_matrix
+from presto.predictor.hotload import HotPredictor, Predictor
+from presto.prefetch.allocation import best_depth_count, shared_request_realization
+from presto.prefetch.traversal import Traversal
+from presto.prefetch.tree import PATH_FEATURES, node_features
+from presto.samplers.kernel import Kernel
+from presto.samplers.randomness import DecisionInputs
+from presto.samplers.state import ChainState
+
+OPTIONS = ("predictor", "cost_aware", "min_calls", "window")
+
+
+class CallCostModel:
+    """Seconds of one engine call from (tokens generated, longest suffix), fitted to measured calls.
+
+    ``t = a + b * tokens + c * longest`` with a, b, c >= 0 by non-negative least squares
+    over the last ``window`` calls; no prediction until ``min_calls`` calls with different
+    token counts were seen (the traversal then plans like BFS).
+    """
+
+    def __init__(self, min_calls: int = 5, window: int = 256) -> None:
+        if min_calls < 2 or window < min_calls:
+            raise ValueError(f"need 2 <= min_calls <= window, got min_calls={min_calls}, window={window}")
+        self.min_calls = min_calls
+        self.rows: deque[tuple[float, float, float]] = deque(maxlen=window)
+        self.coef: np.ndarray | None = None
+
+    def observe(self, tokens: float, longest: float, seconds: float) -> None:
+        if not (np.isfinite(seconds) and seconds >= 0 and tokens > 0):
+            return
+        self.rows.append((float(tokens), float(longest), float(seconds)))
+        data = np.asarray(self.rows)
+        if len(data) < self.min_calls or np.ptp(data[:, 0]) == 0:
+            return
+        from scipy.optimize import nnls
+
+        design = np.column_stack([np.ones(len(data)), data[:, 0], data[:, 1]])
+        scale = np.maximum(design.max(axis=0), 1e-12)  # columns of comparable size for nnls
+        coef, _ = nnls(design / scale, data[:, 2])
+        self.coef = coef / scale
+
+    def predict(self, tokens: np.ndarray, longest: np.ndarray) -> np.ndarray | None:
+        if self.coef is None:
+            return None
+        a, b, c = self.coef
+        return a + b * np.asarray(tokens, dtype=np.float64) + c * np.asarray(longest, dtype=np.float64)
+
+
+# One watcher per checkpoint and one cost model per process: run.py builds a traversal per
+# chain, and both should carry over from chain to chain (one process drives one engine).
+_HOT: dict[str, HotPredictor] = {}
+_COSTS: dict[tuple[int, int], CallCostModel] = {}
+
+
+def resolve_predictor_path(value: Any) -> Path | None:
+    """``default``: the shipped checkpoint (next to the package, never the working directory); null: none."""
+    if value is None or (isinstance(value, str) and value.strip().lower() in ("", "null", "none")):
+        return None
+    if value == "default":
+        from presto.predictor import DEFAULT_CHECKPOINT
+
+        return DEFAULT_CHECKPOINT
+    return Path(str(value)).expanduser().resolve()
+
+
+class PredictiveTraversal(Traversal):
+    """Request the depth prefix with the best predicted transitions per predicted call second."""
+
+    name = "predictive"
+
+    def __init__(
+        self,
+        predictor: HotPredictor | Predictor | None = None,
+        cost_aware: bool = True,
+        cost_model: CallCostModel | None = None,
+    ) -> None:
+        self.predictor = predictor
+        self.cost_aware = bool(cost_aware)
+        self.cost_model = cost_model or CallCostModel()
+        self.last_plan: dict[str, Any] = {}
+
+    @classmethod
+    def from_options(cls, options: dict[str, Any]) -> PredictiveTraversal:
+        unknown = sorted(set(options) - set(OPTIONS))
+        if unknown:
+            raise ConfigError(f"traversal=predictive has no option(s) {unknown}; it takes {', '.join(OPTIONS)}")
+        cost_aware = options.get("cost_aware", True)
+        if not isinstance(cost_aware, bool):
+            raise ConfigError(f"traversal.cost_aware must be true or false, got {cost_aware!r}")
+        min_calls, window = options.get("min_calls", 5), options.get("window", 256)
+        if not (isinstance(min_calls, int) and isinstance(window, int) and 2 <= min_calls <= window):
+            raise ConfigError(f"traversal.min_calls, window: need 2 <= min_calls <= window, got {min_calls}, {window}")
+        path = resolve_predictor_path(options.get("predictor", "default"))
+        predictor = None
+        if path is not None:
+            key = str(path)
+            if key not in _HOT:
+                _HOT[key] = HotPredictor(path)  # PredictorError (a ConfigError) if unusable at start
+            predictor = _HOT[key]
+        cost_model = _COSTS.setdefault((min_calls, window), CallCostModel(min_calls, window))
+        return cls(predictor, cost_aware, cost_model)
+
+    def observe_call(self, record: dict[str, Any]) -> None:
+        """Called by the PrefetchStepper after each engine call with its measured time."""
+        self.cost_model.observe(record["generated_tokens"], record["longest_suffix"], record["call_time_s"])
+
+    def current_predictor(self) -> Predictor | None:
+        if isinstance(self.predictor, HotPredictor):
+            return self.predictor.current()  # between rounds: a replaced checkpoint is picked up here
+        return self.predictor
+
+    def branch_function(self, root: ChainState, predictor: Predictor | None) -> Callable[..., np.ndarray]:
+        """h_hat(depth, cut, node cuts, accepts) for the realization DP; 1/2 without a predictor."""
+
+        def branch(depth: int, cut: int, node_cuts: np.ndarray, accepts: np.ndarray) -> np.ndarray:
+            if predictor is None:
+                return np.full(len(node_cuts), 0.5)
+            if PATH_FEATURES.isdisjoint(predictor.feature_names):
+                row = node_features(root, cut, depth, root.length, 0)
+                h = predictor.branch_probability(feature_matrix([row], predictor.feature_names))
+                return np.full(len(node_cuts), float(h[0]))
+            rows = [node_features(root, cut, depth, int(m), int(a)) for m, a in zip(node_cuts, accepts, strict=True)]
+            return predictor.branch_probability(feature_matrix(rows, predictor.feature_names))
+
+        return branch
+
+    def plan(
+        self,
+        kernel: Kernel,
+        root: ChainState,
+        inputs: Callable[[int], DecisionInputs],
+        depth_cap: int,
+        budget: int,
+    ) -> dict[int, int]:
+        depths = min(budget, depth_cap)
+        cuts = [kernel.cut(root, inputs(d)) for d in range(depths)]
+        predictor = self.current_predictor()
+        info: dict[str, Any] = {
+            "max_depths": depths,
+            "predictor": predictor.fingerprint if predictor else None,
+            "h_root": None,
+            "realize": None,
+            "costs": None,
+        }
+        count = depths
+        if self.cost_aware and depths > 1:
+            branch = self.branch_function(root, predictor)
+            info["h_root"] = float(branch(0, cuts[0], np.array([root.length]), np.array([0]))[0])
+            # Proposals drawn at the root's own temperature repeat its tokens with known
+            # probability (its stored log q); candidates at other temperatures (MultiTryMH)
+            # get the cut-level bound instead.
+            repeats = root.logq if not kernel.extra_temperatures else None
+            path_dependent = predictor is not None and not PATH_FEATURES.isdisjoint(predictor.feature_names)
+            realize = shared_request_realization(cuts, root.length, branch, repeats, path_dependent)
+            lengths = [
+                [r.num_new_tokens for r in set(kernel.requests((), root, cut, inputs(d)))] for d, cut in enumerate(cuts)
+            ]
+            tokens = np.cumsum([sum(group) for group in lengths])
+            longest = np.maximum.accumulate([max(group) for group in lengths])
+            costs = self.cost_model.predict(tokens, longest)
+            count = best_depth_count(realize, costs)
+            info.update(realize=realize.tolist(), costs=None if costs is None else costs.tolist())
+        info["depths"] = count
+        self.last_plan = info
+        return {d: cuts[d] for d in range(count)}

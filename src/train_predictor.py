@@ -1,0 +1,37 @@
+"""Train the epsilon-certainty predictor: `python src/train_predictor.py runs=[RUN_DIR,...] [key=value ...]`."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT / "src"))
+
+import hydra  # noqa: E402
+from omegaconf import DictConfig  # noqa: E402
+
+from presto.cli import check_group_choices, fail, register_resolvers  # noqa: E402
+
+register_resolvers(PROJECT_ROOT)
+
+
+@hydra.main(version_base="1.3", config_path=str(PROJECT_ROOT / "conf"), config_name="train_predictor")
+def main(cfg: DictConfig) -> float | None:
+    """Returns the held-out log loss (what a sweeper over models and features minimizes)."""
+    from presto.config import ConfigError
+    from presto.predictor.train import format_metrics, run_training
+
+    try:
+        metrics = run_training(cfg)
+    except (ConfigError, FileNotFoundError, ValueError) as err:
+        fail(str(err).splitlines()[0])
+    print(format_metrics(metrics))
+    if cfg.require_improvement and not metrics["checkpoint"]:
+        sys.exit(3)
+    return metrics["cross_validation"]["model"]["log_loss"]
+
+
+if __name__ == "__main__":
+    check_group_choices(PROJECT_ROOT / "conf", sys.argv[1:])
+    main()

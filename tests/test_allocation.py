@@ -1,0 +1,243 @@
+"""Appendix C made testable: eq. 10/14, Lemmas 1-2, and Proposition 2's DP against brute force."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+from presto.prefetch.allocation import (
+    ACCEPT,
+    REJECT,
+    AllocationProgram,
+    PrefetchTree,
+    best_depth_count,
+    expected_transitions,
+    expected_transitions_recursive,
+    node_bfs,
+    optimal_allocation,
+    predicted_branch_probability,
+    reaching_weights,
+    rounded_branch_probability,
+    shared_request_realization,
+)
+
+
+def random_tree(rng: np.random.Generator, max_depth: int, p_child: float = 0.8, p_expandable: float = 0.75):
+    """A random partial binary tree with random Condition 1 flags and branch probabilities."""
+    parents, branches, expandable = [None], ["root"], [bool(rng.random() < 0.9)]
+    depth = [0]
+    frontier = [0]
+    while frontier:
+        v = frontier.pop(0)
+        if depth[v] >= max_depth:
+            continue
+        for branch in (ACCEPT, REJECT):
+            if rng.random() < p_child:
+                parents.append(v)
+                branches.append(branch)
+                expandable.append(bool(rng.random() < p_expandable))
+                depth.append(depth[v] + 1)
+                frontier.append(len(parents) - 1)
+    tree = PrefetchTree.from_edges(parents, branches, expandable)
+    h = rng.random(len(tree))
+    h[rng.random(len(tree)) < 0.3] = rng.choice([0.0, 1.0])  # some epsilon-certain (rounded) decisions
+    return tree, h
+
+
+def cut_tree(rng: np.random.Generator, length: int, max_depth: int):
+    """The paper's node-level tree: each acceptance child draws its own cut; Condition 1 is c' <= c."""
+    parents, branches, expandable, node_cut = [None], ["root"], [], [length]
+    request_cut = [int(rng.integers(length))]
+    expandable.append(request_cut[0] <= node_cut[0])
+    frontier, depth = [0], [0]
+    while frontier:
+        v = frontier.pop(0)
+        if depth[v] >= max_depth:
+            continue
+        for branch, cut in ((ACCEPT, request_cut[v]), (REJECT, node_cut[v])):
+            parents.append(v)
+            branches.append(branch)
+            node_cut.append(cut)
+            request_cut.append(int(rng.integers(length)))
+            expandable.append(request_cut[-1] <= cut)
+            depth.append(depth[v] + 1)
+            frontier.append(len(parents) - 1)
+    return PrefetchTree.from_edges(parents, branches, expandable), np.array(node_cut), np.array(request_cut)
+
+
+def ancestor_closed_selections(tree: PrefetchTree, candidate: np.ndarray, budget: int):
+    """Every ancestor-closed subset of I_max with at most ``budget`` nodes (brute force)."""
+
+    def below(v: int, b: int):
+        yield frozenset()
+        if v < 0 or b == 0 or not candidate[v]:
+            return
+        for left in below(tree.accept_child[v], b - 1):
+            for right in below(tree.reject_child[v], b - 1 - len(left)):
+                yield frozenset({v}) | left | right
+
+    return set(below(0, budget))
+
+
+def test_branch_probabilities_follow_eq_10_and_eq_14():
+    assert rounded_branch_probability([0.0, 0.01, 0.5, 0.99, 1.0], 0.01).tolist() == [0.0, 0.0, 0.5, 1.0, 1.0]
+    # eq. 14 is the midpoint estimator of Lemma 3: certain reject -> 0, accept -> 1, uncertain -> 1/2.
+    assert predicted_branch_probability(1.0, 0.0) == 0.0
+    assert predicted_branch_probability(0.0, 1.0) == 1.0
+    assert predicted_branch_probability(0.0, 0.0) == 0.5
+    p_rej, p_acc = 0.2, 0.5
+    p_unc = 1 - p_rej - p_acc
+    lower = p_acc + 0.01 * p_unc  # Lemma 3's interval for E[h(v+; eps)]
+    upper = p_acc + 0.99 * p_unc
+    assert predicted_branch_probability(p_rej, p_acc) == pytest.approx((lower + upper) / 2)
+
+
+@pytest.mark.parametrize("seed", range(60))
+def test_dp_equals_brute_force_on_small_trees(seed):
+    rng = np.random.default_rng(seed)
+    tree, h = random_tree(rng, max_depth=int(rng.integers(1, 5)))
+    for depth_cap in (1, 2, 3, 5):
+        program = AllocationProgram(tree, h, 6, depth_cap)
+        candidate = tree.candidates(depth_cap)
+        selections = ancestor_closed_selections(tree, candidate, 6)
+        for budget in range(7):
+            best = max(expected_transitions(tree, s, h) for s in selections if len(s) <= budget)
+            assert program.value(budget) == pytest.approx(best, abs=1e-12)
+            chosen = program.selection(budget)
+            assert len(chosen) <= budget and tree.is_ancestor_closed(chosen)
+            assert all(candidate[v] and tree.depth[v] < depth_cap for v in chosen)
+            assert expected_transitions(tree, chosen, h) == pytest.approx(best, abs=1e-12)
+        single = optimal_allocation(tree, h, 4, depth_cap)
+        assert single.value == pytest.approx(program.value(4))
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_lemma_1_equals_lemma_2_and_reaching_weights(seed):
+    rng = np.random.default_rng(100 + seed)
+    tree, h = random_tree(rng, max_depth=4, p_expandable=1.0)
+    weights = reaching_weights(tree, h)
+    for v in range(1, len(tree)):
+        p = tree.parent[v]
+        assert weights[v] == pytest.approx(weights[p] * (h[p] if tree.branch[v] == ACCEPT else 1 - h[p]))
+    for selection in itertools.islice(ancestor_closed_selections(tree, tree.candidates(10), 8), 200):
+        assert expected_transitions(tree, selection, h) == pytest.approx(
+            expected_transitions_recursive(tree, selection, h)
+        )
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_dp_respects_condition_1_and_the_depth_cap_on_cut_trees(seed):
+    rng = np.random.default_rng(200 + seed)
+    tree, node_cut, request_cut = cut_tree(rng, length=16, max_depth=5)
+    h = rng.random(len(tree))
+    for depth_cap, budget in ((2, 8), (4, 8), (6, 12)):
+        chosen = optimal_allocation(tree, h, budget, depth_cap).selection
+        for v in chosen:
+            assert tree.depth[v] < depth_cap
+            u = v
+            while u >= 0:  # v and every ancestor satisfy Condition 1: c' <= c
+                assert request_cut[u] <= node_cut[u]
+                u = tree.parent[u]
+
+
+def test_bfs_fills_breadth_first_and_the_paper_variant_spends_below_deferred_nodes():
+    # root expandable; its accept child deferred; the deferred node's reject child expandable.
+    tree = PrefetchTree.from_edges(
+        [None, 0, 0, 1, 2, 2],
+        ["root", ACCEPT, REJECT, REJECT, ACCEPT, REJECT],
+        [True, False, True, True, True, True],
+    )
+    h = np.full(len(tree), 0.5)
+    paper = node_bfs(tree, budget=10, depth_cap=5, spend_below_deferred=True)
+    clean = node_bfs(tree, budget=10, depth_cap=5, spend_below_deferred=False)
+    assert paper == [0, 2, 3, 4, 5] and clean == [0, 2, 4, 5]
+    # Node 3 lies below the deferred node 1: the request is spent, the walk never gets there.
+    assert expected_transitions_recursive(tree, paper, h) == expected_transitions_recursive(tree, clean, h)
+    assert node_bfs(tree, budget=2, depth_cap=5) == [0, 2]
+    assert node_bfs(tree, budget=10, depth_cap=1) == [0]
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_oracle_dominates_bfs_and_predicted_allocations(seed):
+    rng = np.random.default_rng(300 + seed)
+    tree, _, _ = cut_tree(rng, length=32, max_depth=6)
+    truth = rng.choice([0.0, 1.0, 0.3], size=len(tree), p=[0.5, 0.3, 0.2])
+    guess = np.clip(truth + rng.normal(0, 0.3, len(tree)), 0, 1)
+    for budget in (1, 3, 6):
+        oracle = optimal_allocation(tree, truth, budget, 10).value
+        bfs = expected_transitions_recursive(tree, node_bfs(tree, budget, 10), truth)
+        predicted = expected_transitions(tree, optimal_allocation(tree, guess, budget, 10).selection, truth)
+        assert oracle >= bfs - 1e-12 and oracle >= predicted - 1e-12
+        # Every candidate node down to depth budget-1: what one shared request per depth covers.
+        candidate = tree.candidates(budget)
+        shared = reaching_weights(tree, truth)[candidate].sum()
+        assert shared >= oracle - 1e-12
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_shared_request_realization_matches_path_enumeration(seed):
+    rng = np.random.default_rng(400 + seed)
+    length, depths = 12, int(rng.integers(1, 8))
+    cuts = rng.integers(length, size=depths).tolist()
+    h = rng.random(depths)
+    realize = shared_request_realization(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))
+    # Direct enumeration: sum over accept/reject prefixes of their probability, stopping at deferrals.
+    expected = np.zeros(depths)
+    for d in range(depths):
+        for outcome in itertools.product((0, 1), repeat=d):
+            p, node_cut, ok = 1.0, length, True
+            for e in range(d):
+                if cuts[e] > node_cut:
+                    ok = False
+                    break
+                p *= h[e] if outcome[e] else 1 - h[e]
+                node_cut = cuts[e] if outcome[e] else node_cut
+            if ok and cuts[d] <= node_cut:
+                expected[d] += p
+    np.testing.assert_allclose(realize, expected, atol=1e-12)
+    assert realize[0] == 1.0 and np.all(np.diff(realize) <= 1e-12)
+    all_reject = shared_request_realization(cuts, length, lambda d, c, m, a: np.zeros(len(m)))
+    np.testing.assert_allclose(all_reject, 1.0)
+
+
+def test_best_depth_count_maximizes_rate_and_reduces_to_all_depths_without_costs():
+    realize = np.array([1.0, 0.9, 0.2, 0.05])
+    assert best_depth_count(realize, None) == 4
+    assert best_depth_count(realize, np.array([1.0, 1.1, 1.9, 2.5])) == 2
+    assert best_depth_count(realize, np.array([1.0, 1.0, 1.0, 1.0])) == 4  # free depths: take them all
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_shared_request_realization_with_repeats_matches_simulation(seed):
+    """Proposals that repeat the root's tokens keep deeper depths feasible: DP vs Monte Carlo."""
+    rng = np.random.default_rng(500 + seed)
+    length, depths = 10, 6
+    cuts = rng.integers(length, size=depths).tolist()
+    logq = np.log(rng.uniform(0.5, 1.0, size=length))
+    h = rng.uniform(0.2, 0.9, size=depths)
+    dp = shared_request_realization(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]), repeat_logq=logq)
+    merged = shared_request_realization(
+        cuts, length, lambda d, c, m, a: np.full(len(m), h[d]), repeat_logq=logq, path_dependent=False
+    )
+    np.testing.assert_allclose(merged, dp, atol=1e-12)
+    runs, hits = 20000, np.zeros(depths)
+    for _ in range(runs):
+        agree = length
+        for d in range(depths):
+            if cuts[d] > agree:
+                break
+            hits[d] += 1
+            repeat = cuts[d]
+            while repeat < length and rng.random() < np.exp(logq[repeat]):
+                repeat += 1
+            identical = repeat == length
+            if repeat < length:  # overall acceptance stays h: identical suffixes take their share
+                repeat_prob = np.exp(logq[cuts[d] :].sum())
+                accepted = rng.random() < max(0.0, h[d] - repeat_prob) / (1 - repeat_prob)
+            if identical or accepted:
+                agree = repeat
+    np.testing.assert_allclose(dp, hits / runs, atol=0.02)
+    cut_level = shared_request_realization(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))
+    assert np.all(dp >= cut_level - 1e-12)

@@ -1,0 +1,417 @@
+"""EntropyCut: its cut law, exact detailed balance, its law on the toy engine, PreSTO exactness.
+
+The reference quantities are computed here in closed form from the toy table, independently
+of the kernel code: the entropy profile of every sequence, the cut law as the kernel's
+docstring writes it, and the one-step kernel matrix by enumerating every (cut, suffix).
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from presto.engines.base import SuffixResult
+from presto.engines.token_sampling import log_softmax, request_generator
+from presto.engines.toy import ToyEngine
+from presto.prefetch.presto import PrefetchStepper
+from presto.prefetch.traversal import BreadthFirst
+from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain
+from presto.samplers.entropycut import EntropyCut, cut_law, invert_cut_cdf
+from presto.samplers.randomness import ChainKey
+from presto.samplers.state import ChainState
+from tests.conftest import run_cli, write_toy_table
+from tests.test_law import chi_square_pvalue
+
+VOCAB, N, K, ALPHA, TAU = 3, 4, 100, 2.0, 0.5
+
+
+class CachedToyEngine(ToyEngine):
+    """ToyEngine that computes each logits row's statistics once per temperature.
+
+    Same sampling rule (CDF inversion of the tempered row with the request's uniforms), so
+    it returns the same tokens and the same values as ToyEngine (checked below); it only
+    makes the many-chain law tests affordable on two cores.
+    """
+
+    def __init__(self, table: str | Path) -> None:
+        super().__init__(table)
+        self._rows: dict = {}
+
+    def _row(self, previous, temperature, extra):
+        key = (previous, temperature, extra)
+        row = self._rows.get(key)
+        if row is None:
+            logits = self.next_logits(previous)
+            logp0 = log_softmax(logits)
+            logq = logp0 if temperature == 1.0 else log_softmax(logits / temperature)
+            cdf = np.cumsum(np.exp(logq - logq.max()))
+            p0 = np.exp(logp0)
+            entropy = -float(np.sum(p0 * np.where(p0 > 0, logp0, 0.0)))
+            columns = [log_softmax(logits / t) for t in extra]
+            table = np.stack(columns, axis=1) if columns else np.zeros((logits.shape[0], 0))
+            row = self._rows[key] = (logp0, logq, cdf, entropy, table)
+        return row
+
+    def _generate(self, requests):
+        results = []
+        for request in requests:
+            n, extra = request.num_new_tokens, request.extra_temperatures
+            tokens = np.zeros(n, dtype=np.int64)
+            logp0, logq, entropy = np.zeros(n), np.zeros(n), np.zeros(n)
+            logq_extra = np.zeros((n, len(extra)))
+            rng = request_generator(request.seed)
+            previous = request.prefix[-1] if request.prefix else None
+            for i in range(n):
+                row_p0, row_q, cdf, row_entropy, row_extra = self._row(previous, request.temperature, extra)
+                token = min(int(np.searchsorted(cdf, rng.random() * cdf[-1], side="right")), cdf.shape[0] - 1)
+                tokens[i], logp0[i], logq[i], entropy[i] = token, row_p0[token], row_q[token], row_entropy
+                logq_extra[i] = row_extra[token]
+                previous = token
+            results.append(SuffixResult(tokens, logp0, logq, entropy, logq_extra))
+        return results
+
+
+@dataclass(frozen=True)
+class FixedInputs:
+    """Decision inputs with chosen uniforms (duck-types DecisionInputs for pure kernel calls)."""
+
+    cut_uniform: float = 0.5
+    suffix_seed: int = 0
+    accept_uniform: float = 0.5
+    selection_uniform: float = 0.5
+
+    def auxiliary(self, purpose: int):
+        return _FixedStream(self.selection_uniform)
+
+
+@dataclass(frozen=True)
+class _FixedStream:
+    value: float
+
+    def random(self) -> float:
+        return self.value
+
+
+class ToyModel:
+    """Closed-form per-token quantities of a toy table: log p0, log q_t, entropy."""
+
+    def __init__(self, engine: ToyEngine) -> None:
+        self.engine = engine
+        self.vocab = engine.vocab_size
+        self._rows: dict[tuple[int | None, float], np.ndarray] = {}
+
+    def row(self, previous: int | None, temperature: float = 1.0) -> np.ndarray:
+        key = (previous, temperature)
+        if key not in self._rows:
+            self._rows[key] = log_softmax(self.engine.next_logits(previous) / temperature)
+        return self._rows[key]
+
+    def entropy(self, previous: int | None) -> float:
+        logp = self.row(previous)
+        return -float(np.sum(np.exp(logp) * logp))
+
+    def per_token(self, seq, start: int, temperature: float = 1.0) -> np.ndarray:
+        """log prob of seq[start:] given seq[:start], token by token."""
+        return np.array(
+            [self.row(seq[t - 1] if t else None, temperature)[seq[t]] for t in range(start, len(seq))], dtype=float
+        )
+
+    def entropies(self, seq) -> np.ndarray:
+        return np.array([self.entropy(seq[t - 1] if t else None) for t in range(len(seq))])
+
+    def state(self, seq, extra: tuple[float, ...] = (), tau: float = TAU) -> ChainState:
+        return ChainState(
+            np.array(seq, dtype=np.int64),
+            self.per_token(seq, 0),
+            self.per_token(seq, 0, tau),
+            self.entropies(seq),
+            np.stack([self.per_token(seq, 0, t) for t in extra], axis=1) if extra else np.zeros((len(seq), 0)),
+        )
+
+    def suffix(self, seq, start: int, extra: tuple[float, ...] = (), tau: float = TAU) -> SuffixResult:
+        full = self.state(seq, extra, tau)
+        return SuffixResult(
+            full.tokens[start:], full.logp0[start:], full.logq[start:], full.entropy[start:], full.logq_extra[start:]
+        )
+
+    def target(self, length: int, alpha: float = ALPHA) -> tuple[list[tuple[int, ...]], np.ndarray]:
+        states = list(itertools.product(range(self.vocab), repeat=length))
+        log_w = np.array([alpha * self.per_token(s, 0).sum() for s in states])
+        w = np.exp(log_w - log_w.max())
+        return states, w / w.sum()
+
+    def extension_law(self, length: int, tau: float = TAU) -> np.ndarray:
+        states = list(itertools.product(range(self.vocab), repeat=length))
+        return np.array([math.exp(self.per_token(s, 0, tau).sum()) for s in states])
+
+
+def reference_cut_law(entropies: np.ndarray, beta: float, mix: float) -> np.ndarray:
+    """The docstring's law, written out with plain loops (independent of the kernel code)."""
+    length = len(entropies)
+    jumps = [0.0] + [entropies[c] - entropies[c - 1] for c in range(1, length)]
+    weights = [jump**beta if (c > 0 and jump > 0) else 0.0 for c, jump in enumerate(jumps)]
+    total = sum(weights)
+    entropy_law = [w / total for w in weights] if total > 0 else [1.0 / length] * length
+    return np.array([(1 - mix) * e + mix / length for e in entropy_law])
+
+
+def reference_matrix(
+    model: ToyModel, length: int, beta: float, mix: float, alpha: float = ALPHA, tau: float = TAU, corrected=True
+) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """P(x -> y) = sum_c p_x(c) q_tau(y[c:] | x[:c]) A_c(x, y), rejected mass on the diagonal."""
+    states = list(itertools.product(range(model.vocab), repeat=length))
+    index = {s: i for i, s in enumerate(states)}
+    laws = {s: reference_cut_law(model.entropies(s), beta, mix) for s in states}
+    matrix = np.zeros((len(states), len(states)))
+    for x in states:
+        for c in range(length):
+            if laws[x][c] == 0:
+                continue
+            for tail in itertools.product(range(model.vocab), repeat=length - c):
+                y = x[:c] + tail
+                log_q_forward = model.per_token(y, c, tau).sum()
+                log_ratio = (
+                    alpha * (model.per_token(y, c).sum() - model.per_token(x, c).sum())
+                    + model.per_token(x, c, tau).sum()
+                    - log_q_forward
+                )
+                if corrected:
+                    log_ratio += math.log(laws[y][c]) - math.log(laws[x][c]) if laws[y][c] > 0 else -math.inf
+                move = laws[x][c] * math.exp(log_q_forward) * min(1.0, math.exp(min(log_ratio, 0.0)))
+                matrix[index[x], index[y]] += move
+                matrix[index[x], index[x]] += laws[x][c] * math.exp(log_q_forward) - move
+    return states, matrix
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory) -> Path:
+    return write_toy_table(tmp_path_factory.mktemp("entropycut") / "t.json", vocab=VOCAB, seed=9, scale=1.2)
+
+
+@pytest.fixture(scope="module")
+def model(table) -> ToyModel:
+    return ToyModel(ToyEngine(table))
+
+
+def test_cached_engine_matches_toy_engine(table):
+    """The law tests' fast engine returns exactly what ToyEngine returns."""
+    reference, cached = ToyEngine(table), CachedToyEngine(table)
+    kernel = EntropyCut(ALPHA, TAU)
+    for chain in range(4):
+        a, _ = run_chain(kernel, reference, SequentialStepper(), [], ChainKey(3, 0, chain), BlockSchedule(6, 3, 8))
+        b, _ = run_chain(kernel, cached, SequentialStepper(), [], ChainKey(3, 0, chain), BlockSchedule(6, 3, 8))
+        for field in ("tokens", "logp0", "logq", "entropy", "logq_extra"):
+            np.testing.assert_array_equal(getattr(a, field), getattr(b, field))
+
+
+LAWS = [(4.0, 0.1), (0.0, 0.1), (4.0, 0.0), (2.5, 1.0), (0.5, 0.3)]
+
+
+@pytest.mark.parametrize(("beta", "mix"), LAWS)
+def test_cut_law_is_the_documented_law(model, beta, mix):
+    kernel = EntropyCut(ALPHA, TAU, beta=beta, uniform_mix=mix)
+    for length in range(1, 5):
+        for seq in itertools.product(range(VOCAB), repeat=length):
+            state = model.state(seq)
+            law = kernel.cut_law(state)
+            np.testing.assert_allclose(law, reference_cut_law(state.entropy, beta, mix), rtol=0, atol=1e-13)
+            assert law.sum() == pytest.approx(1.0, abs=1e-13)
+
+
+def test_cut_law_edge_cases():
+    flat = np.array([1.0, 1.0, 1.0, 1.0])
+    np.testing.assert_allclose(cut_law(flat, 4.0, 0.0), 0.25)  # no increase anywhere: uniform fallback
+    np.testing.assert_allclose(cut_law(np.array([2.0, 1.0, 0.5]), 4.0, 0.0), 1 / 3)  # only decreases
+    np.testing.assert_allclose(cut_law(np.array([0.7]), 4.0, 0.0), [1.0])  # T = 1
+    law = cut_law(np.array([0.5, 1.5, 1.0, 3.0]), 2.0, 0.2)  # jumps: -, +1, -0.5, +2 -> weights 0, 1, 0, 4
+    np.testing.assert_allclose(law, 0.8 * np.array([0, 1, 0, 4]) / 5 + 0.05, atol=1e-15)
+    law0 = cut_law(np.array([0.5, 1.5, 1.0, 3.0]), 0.0, 0.0)  # beta = 0: indicator of an increase
+    np.testing.assert_allclose(law0, [0, 0.5, 0, 0.5], atol=1e-15)
+    np.testing.assert_allclose(cut_law(np.array([0.5, 1.5, 1.0, 3.0]), 4.0, 1.0), 0.25)  # PowerMH's law
+    huge = cut_law(np.array([0.0, 1.0, 0.0, 1.0 + 1e-9]), 1e6, 0.0)  # large beta: no overflow, no NaN
+    assert np.all(np.isfinite(huge)) and huge[3] > 0.5
+
+
+def test_cut_inverts_the_cdf_and_never_picks_a_zero_probability_cut(model):
+    kernel = EntropyCut(ALPHA, TAU, beta=4.0, uniform_mix=0.0)
+    grid = (np.arange(2000) + 0.5) / 2000
+    for seq in itertools.product(range(VOCAB), repeat=4):
+        state = model.state(seq)
+        law = reference_cut_law(state.entropy, 4.0, 0.0)
+        cdf = np.cumsum(law)
+        for u in (*grid[::97], 0.0, 1.0 - 2.0**-53):
+            cut = kernel.cut(state, FixedInputs(cut_uniform=float(u)))
+            assert law[cut] > 0
+            assert cut == min(int(np.searchsorted(cdf, u * cdf[-1], side="right")), int(np.flatnonzero(law)[-1]))
+        if seq[:2] == (0, 1):  # the grid frequencies are the law, up to the grid step
+            freq = np.bincount([invert_cut_cdf(kernel.cut_law(state), u) for u in grid], minlength=4) / grid.size
+            np.testing.assert_allclose(freq, law, atol=1.0 / grid.size + 1e-12)
+
+
+def kernel_matrix(model: ToyModel, kernel: EntropyCut, length: int) -> tuple[list[tuple[int, ...]], np.ndarray]:
+    """P(x -> y) built from the kernel's own cut law and decide(), by enumeration."""
+    states = list(itertools.product(range(model.vocab), repeat=length))
+    index = {s: i for i, s in enumerate(states)}
+    matrix = np.zeros((len(states), len(states)))
+    for x in states:
+        current = model.state(x)
+        law = kernel.cut_law(current)
+        for c in range(length):
+            if law[c] == 0:
+                continue
+            for tail in itertools.product(range(model.vocab), repeat=length - c):
+                suffix = model.suffix(x[:c] + tail, c)
+                decision = kernel.decide(current, c, [suffix], FixedInputs())
+                assert tuple(decision.proposal.tokens) == x[:c] + tail
+                q = math.exp(suffix.logq.sum())
+                move = law[c] * q * math.exp(decision.log_accept)
+                matrix[index[x], index[x[:c] + tail]] += move
+                matrix[index[x], index[x]] += law[c] * q - move
+    return states, matrix
+
+
+@pytest.mark.parametrize(("beta", "mix"), [(4.0, 0.1), (4.0, 0.0), (0.5, 0.3)])
+@pytest.mark.parametrize("length", [3, 4])
+def test_one_step_kernel_satisfies_detailed_balance_exactly(model, beta, mix, length):
+    kernel = EntropyCut(ALPHA, TAU, beta=beta, uniform_mix=mix)
+    _, matrix = kernel_matrix(model, kernel, length)
+    _, target = model.target(length)
+    np.testing.assert_allclose(matrix.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+    flow = target[:, None] * matrix
+    np.testing.assert_allclose(flow, flow.T, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(target @ matrix, target, rtol=0, atol=1e-10)
+    # The kernel is the one written in the docstring, and the check has power: without the
+    # reverse/forward cut-law ratio the same enumeration breaks detailed balance.
+    _, reference = reference_matrix(model, length, beta, mix)
+    np.testing.assert_allclose(matrix, reference, rtol=0, atol=1e-12)
+    if mix < 1:
+        _, wrong = reference_matrix(model, length, beta, mix, corrected=False)
+        wrong_flow = target[:, None] * wrong
+        assert np.abs(wrong_flow - wrong_flow.T).max() > 1e-4
+
+
+LAW_CHAINS = 800
+
+
+def test_chains_follow_the_exact_law_after_k_transitions(model, table):
+    """V=3, n=4, one block, K=100, alpha=2, tau=0.5, default beta and uniform_mix.
+
+    The null is the exact law of the final state (extension at tau, then P^K by enumeration),
+    whose stationary law is pi_alpha (detailed balance above). With uniform_mix=0.1 the
+    whole-sequence cut c=0 has probability 0.025, so this chain is still at total variation
+    ~0.04 from pi_alpha after 100 transitions; the chi-square therefore uses the K-step law.
+    Half of the chains run through PreSTO (BFS, N_pf=5).
+    """
+    kernel = EntropyCut(ALPHA, TAU)
+    engine = CachedToyEngine(table)
+    schedule = BlockSchedule(N, N, K)
+    counts: dict[tuple[int, ...], int] = {}
+    for chain in range(LAW_CHAINS):
+        stepper = SequentialStepper() if chain % 2 else PrefetchStepper(BreadthFirst(), 5)
+        state, _ = run_chain(kernel, engine, stepper, [], ChainKey(2024, 0, chain), schedule)
+        key = tuple(int(t) for t in state.tokens)
+        counts[key] = counts.get(key, 0) + 1
+    states, matrix = reference_matrix(model, N, 4.0, 0.1)
+    initial = model.extension_law(N)
+    exact = dict(zip(states, initial @ np.linalg.matrix_power(matrix, K), strict=True))
+    assert chi_square_pvalue(counts, exact) > 1e-3
+    # Wrong laws are rejected on the same samples: the kernel without the cut-law ratio,
+    # p0 itself (alpha = 1), and the initial extension law.
+    _, uncorrected = reference_matrix(model, N, 4.0, 0.1, corrected=False)
+    wrong = {
+        "uncorrected": initial @ np.linalg.matrix_power(uncorrected, K),
+        "p0": model.target(N, alpha=1.0)[1],
+        "extension": initial,
+    }
+    for name, law in wrong.items():
+        assert chi_square_pvalue(counts, dict(zip(states, law, strict=True))) < 1e-6, name
+
+
+SCHEDULES = [BlockSchedule(12, 4, 6), BlockSchedule(16, 16, 25), BlockSchedule(8, 2, 3)]
+
+
+@pytest.mark.parametrize("schedule", SCHEDULES, ids=lambda s: f"n{s.max_new_tokens}B{s.block_size}K{s.steps}")
+@pytest.mark.parametrize(("beta", "mix"), [(4.0, 0.1), (4.0, 0.0)])
+def test_bfs_equals_sequential_token_for_token(tmp_path, schedule, beta, mix):
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=11))
+    kernel = EntropyCut(alpha=4.0, tau=0.25, beta=beta, uniform_mix=mix)
+    discarded = 0
+    for seed in range(25):
+        key = ChainKey(seed, prompt=seed % 3, chain=seed % 2)
+        reference, reference_trace = run_chain(kernel, engine, SequentialStepper(), [], key, schedule)
+        for n_pf in (1, 2, 5, 20):
+            state, trace = run_chain(kernel, engine, PrefetchStepper(BreadthFirst(), n_pf), [], key, schedule)
+            np.testing.assert_array_equal(state.tokens, reference.tokens)
+            np.testing.assert_array_equal(state.entropy, reference.entropy)
+            assert trace.accepts == reference_trace.accepts
+            discarded += trace.discarded_requests
+            if n_pf == 1:
+                assert trace.discarded_requests == 0  # a depth-0 request is never speculative
+    if schedule.steps > 3:
+        assert discarded > 0, "the validate-and-discard path was never exercised"
+
+
+def test_kernel_options_are_validated():
+    from presto.config import ConfigError
+
+    for kwargs, key in [
+        ({"beta": -1.0}, "sampler.beta"),
+        ({"beta": float("nan")}, "sampler.beta"),
+        ({"beta": "4"}, "sampler.beta"),
+        ({"uniform_mix": 1.5}, "sampler.uniform_mix"),
+        ({"uniform_mix": -0.1}, "sampler.uniform_mix"),
+        ({"uniform_mix": True}, "sampler.uniform_mix"),
+    ]:
+        with pytest.raises(ConfigError, match=key):
+            EntropyCut(ALPHA, TAU, **kwargs)
+
+
+def cli_args(table, run_dir, *extra):
+    return (
+        "engine=toy",
+        "model=toy",
+        f"engine.table={table}",
+        "dataset=toy",
+        "experiment=none",
+        "dataset.num_prompts=2",
+        "run.chains_per_prompt=2",
+        "sampler.max_new_tokens=8",
+        "sampler.block_size=4",
+        "sampler.steps=12",
+        f"hydra.run.dir={run_dir}",
+        *extra,
+    )
+
+
+def cli_chains(run_dir) -> list[tuple]:
+    import json
+
+    records = [json.loads(line) for line in (run_dir / "chains.jsonl").read_text().splitlines()]
+    return [(r["prompt_id"], r["chain"], r["tokens"], r["accepts"]) for r in records]
+
+
+def test_cli_runs_entropycut_sequential_and_presto_alike(toy_table, tmp_path):
+    import json
+
+    for traversal in ("sequential", "bfs"):
+        result = run_cli(*cli_args(toy_table, tmp_path / traversal, "sampler=entropycut", f"traversal={traversal}"))
+        assert result.returncode == 0, result.stderr
+    assert cli_chains(tmp_path / "sequential") == cli_chains(tmp_path / "bfs")
+    summary = json.loads((tmp_path / "bfs" / "summary.json").read_text())
+    assert summary["sampler"] == "entropycut" and summary["discarded_requests"] >= 0
+
+
+@pytest.mark.parametrize(
+    "override", ["sampler.beta=-1", "sampler.uniform_mix=1.5", "sampler.uniform_mix=-0.5", "sampler.beta=abc"]
+)
+def test_bad_entropycut_input_is_one_clear_line(toy_table, tmp_path, override):
+    result = run_cli(*cli_args(toy_table, tmp_path / "run", "sampler=entropycut", override))
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert len(error_lines) == 1 and override.split("=")[0] in error_lines[0], result.stderr

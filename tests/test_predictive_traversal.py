@@ -1,0 +1,261 @@
+"""traversal=predictive: exact for every sampler, BFS when not cost-aware, hot-loads its predictor."""
+
+from __future__ import annotations
+
+import json
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from presto.config import ConfigError, SamplerSettings
+from presto.engines.toy import ToyEngine
+from presto.predictor import DEFAULT_CHECKPOINT
+from presto.predictor.hotload import CHECKPOINT_FORMAT, HotPredictor, PredictorError, load_predictor
+from presto.prefetch.predictive import CallCostModel, PredictiveTraversal
+from presto.prefetch.presto import PrefetchStepper
+from presto.prefetch.traversal import TRAVERSALS, BreadthFirst
+from presto.samplers import build_kernel
+from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain
+from presto.samplers.randomness import ChainKey
+from tests.conftest import run_cli, write_toy_table
+
+
+def write_predictor(path: Path, bias: list[float], slope: list[float] | None = None, features=("cut_fraction",)):
+    """A logistic checkpoint in the trained format, written atomically (no Lightning needed)."""
+    import torch
+
+    width = len(features)
+    weight = torch.zeros(3, width) if slope is None else torch.tensor(slope, dtype=torch.float32).reshape(3, width)
+    checkpoint = {
+        "state_dict": {
+            "feature_mean": torch.zeros(width),
+            "feature_std": torch.ones(width),
+            "net.0.weight": weight,
+            "net.0.bias": torch.tensor(bias, dtype=torch.float32),
+        },
+        "hyper_parameters": {
+            "feature_names": list(features),
+            "hidden": [],
+            "classes": ["reject", "accept", "uncertain"],
+            "epsilon": 0.01,
+            "checkpoint_format": CHECKPOINT_FORMAT,
+        },
+        "pytorch-lightning_version": "2.6.6",
+    }
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(checkpoint, tmp)
+    os.replace(tmp, path)
+    return path
+
+
+class FixedCost(CallCostModel):
+    """A call-cost model with set coefficients (toy-engine timings are noise)."""
+
+    def __init__(self, a: float, b: float, c: float = 0.0) -> None:
+        super().__init__()
+        self.coef = np.array([a, b, c])
+
+    def observe(self, tokens, longest, seconds):
+        return None
+
+
+def kernels():
+    names = ["powermh"]
+    for name, module in (("entropycut", "entropycut"), ("multitry", "multitry")):
+        try:
+            __import__(f"presto.samplers.{module}")
+            names.append(name)
+        except ImportError:
+            pass
+    return names
+
+
+def kernel_for(name: str, alpha: float = 4.0):
+    options = {"multitry": {"num_candidates": 2}}.get(name, {})
+    return build_kernel(SamplerSettings(name, alpha, 1.0 / alpha, 8, 8, 8, options))
+
+
+@pytest.fixture(scope="module")
+def predictors(tmp_path_factory):
+    root = tmp_path_factory.mktemp("predictors")
+    return {
+        # mostly certain accepts when the cut is late, rejects when early
+        "sloped": write_predictor(root / "sloped.ckpt", [0.0, 0.0, 0.0], [[-3.0], [3.0], [0.0]]),
+        "rejecting": write_predictor(root / "rejecting.ckpt", [4.0, -4.0, 0.0]),
+        "accepting": write_predictor(root / "accepting.ckpt", [-4.0, 4.0, 0.0]),
+        "path": write_predictor(
+            root / "path.ckpt",
+            [0.0, 0.0, 0.0],
+            [[-1.0, 0.5, 0.0], [1.0, -0.5, 0.5], [0.0, 0.0, 0.0]],
+            features=("cut_fraction", "parent_cut_fraction", "accepts_on_path"),
+        ),
+    }
+
+
+@pytest.mark.parametrize("sampler", kernels())
+def test_predictive_chains_equal_sequential_chains(tmp_path, predictors, sampler):
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=11))
+    kernel = kernel_for(sampler)
+    schedules = [BlockSchedule(12, 4, 6), BlockSchedule(16, 16, 25)]
+    costs = [FixedCost(1.0, 0.02), FixedCost(0.2, 0.05, 0.1), FixedCost(5.0, 0.0)]
+    seeds = 12 if sampler == "powermh" else 4
+    depth_counts: set[int] = set()
+    for schedule in schedules:
+        for seed in range(seeds):
+            key = ChainKey(seed, prompt=seed % 3, chain=seed % 2)
+            reference, reference_trace = run_chain(kernel, engine, SequentialStepper(), [], key, schedule)
+            for i, n_pf in enumerate((1, 2, 5, 20)):
+                predictor = load_predictor(predictors[("sloped", "path", "rejecting", "accepting")[(seed + i) % 4]])
+                traversal = PredictiveTraversal(predictor, cost_model=costs[(seed + i) % 3])
+                rounds = []
+                stepper = PrefetchStepper(traversal, n_pf, lambda r, t=traversal, out=rounds: out.append(t.last_plan))
+                state, trace = run_chain(kernel, engine, stepper, [], key, schedule)
+                np.testing.assert_array_equal(state.tokens, reference.tokens)
+                assert trace.accepts == reference_trace.accepts
+                np.testing.assert_array_equal(state.logp0, reference.logp0)
+                depth_counts |= {(r["depths"], r["max_depths"]) for r in rounds}
+    # The test is only worth something if plans really differ from BFS.
+    assert any(depths < most for depths, most in depth_counts)
+
+
+def test_not_cost_aware_is_bfs(tmp_path, predictors):
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=2))
+    kernel = kernel_for("powermh")
+    schedule = BlockSchedule(16, 16, 30)
+    for n_pf in (1, 3, 20):
+        plans = {}
+        for name, traversal in (
+            ("bfs", BreadthFirst()),
+            ("predictive", PredictiveTraversal(load_predictor(predictors["sloped"]), False, FixedCost(9.0, 1.0))),
+        ):
+            seen = []
+            before = engine.stats.calls
+            run_chain(kernel, engine, PrefetchStepper(traversal, n_pf, seen.append), [], ChainKey(3, 0, 0), schedule)
+            plans[name] = ([r["requested_depths"] for r in seen], engine.stats.calls - before)
+        assert plans["predictive"] == plans["bfs"]
+
+
+def test_without_timings_it_plans_like_bfs_and_then_learns_the_cost(tmp_path):
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=4))
+    traversal = PredictiveTraversal(None, True, CallCostModel(min_calls=3))
+    seen = []
+    run_chain(
+        kernel_for("powermh"),
+        engine,
+        PrefetchStepper(traversal, 6, lambda r: seen.append(dict(traversal.last_plan))),
+        [],
+        ChainKey(0, 0, 0),
+        BlockSchedule(16, 16, 30),
+    )
+    assert seen[0]["costs"] is None and seen[0]["depths"] == seen[0]["max_depths"]
+    assert traversal.cost_model.coef is not None
+    assert [s for s in seen if s["max_depths"] > 1][-1]["costs"] is not None
+
+
+def test_cost_model_recovers_a_linear_law():
+    model = CallCostModel(min_calls=4)
+    rng = np.random.default_rng(0)
+    for _ in range(40):
+        tokens, longest = rng.integers(10, 500), rng.integers(5, 64)
+        model.observe(tokens, longest, 0.3 + 0.002 * tokens + 0.01 * longest + rng.normal(0, 1e-4))
+    np.testing.assert_allclose(model.coef, [0.3, 0.002, 0.01], rtol=0.05, atol=2e-3)
+
+
+def test_hot_load_switches_between_rounds_and_survives_a_corrupted_file(tmp_path, predictors):
+    path = tmp_path / "live.ckpt"
+    path.write_bytes(Path(predictors["rejecting"]).read_bytes())
+    fingerprints = {name: load_predictor(p).fingerprint for name, p in predictors.items()}
+    traversal = PredictiveTraversal(HotPredictor(path), True, FixedCost(1.0, 0.01))
+    used: list[str] = []
+    h_root: list[float | None] = []
+
+    def on_round(record):
+        used.append(traversal.last_plan["predictor"])
+        h_root.append(traversal.last_plan.get("h_root"))
+        if len(used) == 2:  # a retraining job finished: atomic replacement
+            write_predictor(tmp_path / "next.ckpt", [-4.0, 4.0, 0.0])
+            os.replace(tmp_path / "next.ckpt", path)
+        elif len(used) == 4:  # a broken write: the previous predictor must stay
+            path.write_bytes(b"not a checkpoint at all")
+        elif len(used) == 6:
+            write_predictor(path, [0.0, 0.0, 0.0], [[-3.0], [3.0], [0.0]])
+
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=6))
+    kernel = kernel_for("powermh")
+    key, schedule = ChainKey(2, 1, 0), BlockSchedule(16, 16, 40)
+    reference, reference_trace = run_chain(kernel, engine, SequentialStepper(), [], key, schedule)
+    with pytest.warns(RuntimeWarning, match="not a readable checkpoint"):
+        state, trace = run_chain(kernel, engine, PrefetchStepper(traversal, 2, on_round), [], key, schedule)
+    np.testing.assert_array_equal(state.tokens, reference.tokens)
+    assert trace.accepts == reference_trace.accepts
+    assert len(used) >= 8
+    assert used[:2] == [fingerprints["rejecting"]] * 2
+    assert used[2:6] == [fingerprints["accepting"]] * 4  # from the round after the swap; the garbage is ignored
+    assert used[6:] == [fingerprints["sloped"]] * (len(used) - 6)
+    assert h_root[1] < 0.01 and h_root[2] > 0.99  # the new predictor is the one that planned
+    assert traversal.predictor.swaps == 2
+
+
+def test_from_options_checks_keys_and_checkpoints(tmp_path):
+    assert TRAVERSALS["predictive"] is PredictiveTraversal
+    with pytest.raises(ConfigError, match="no option"):
+        PredictiveTraversal.from_options({"predictor": None, "budget": 3})
+    with pytest.raises(PredictorError, match="no such checkpoint"):
+        PredictiveTraversal.from_options({"predictor": str(tmp_path / "missing.ckpt")})
+    broken = tmp_path / "broken.ckpt"
+    broken.write_text("{}")
+    with pytest.raises(PredictorError, match="not a readable checkpoint"):
+        PredictiveTraversal.from_options({"predictor": str(broken)})
+    json_like = tmp_path / "foreign.ckpt"
+    write_predictor(json_like, [0.0, 0.0, 0.0], features=("cut_fraction",))
+    assert PredictiveTraversal.from_options({"predictor": str(json_like)}).current_predictor() is not None
+    assert PredictiveTraversal.from_options({"predictor": None}).current_predictor() is None
+
+
+def test_the_shipped_predictor_loads():
+    predictor = load_predictor(DEFAULT_CHECKPOINT)
+    assert DEFAULT_CHECKPOINT.stat().st_size < 20_000
+    h = predictor.branch_probability(np.array([[0.1], [0.5], [0.9]]))
+    assert np.all((h > 0) & (h < 1))
+
+
+def test_cli_predictive_run_equals_sequential_run(toy_table, tmp_path):
+    chains = {}
+    for traversal in ("sequential", "predictive"):
+        run_dir = tmp_path / traversal
+        result = run_cli(
+            "engine=toy",
+            "model=toy",
+            f"engine.table={toy_table}",
+            "dataset=toy",
+            "experiment=none",
+            "dataset.num_prompts=2",
+            "sampler.max_new_tokens=8",
+            "sampler.block_size=8",
+            "sampler.steps=12",
+            f"traversal={traversal}",
+            "budget.n_pf=5",
+            "run.progress=false",
+            f"hydra.run.dir={run_dir}",
+        )
+        assert result.returncode == 0, result.stderr
+        chains[traversal] = [
+            (r["prompt_id"], r["tokens"], r["accepts"])
+            for r in map(json.loads, (run_dir / "chains.jsonl").read_text().splitlines())
+        ]
+    assert chains["predictive"] == chains["sequential"]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        bad = run_cli(
+            "engine=toy",
+            "model=toy",
+            f"engine.table={toy_table}",
+            "dataset=toy",
+            "traversal=predictive",
+            f"traversal.predictor={tmp_path / 'nope.ckpt'}",
+            f"hydra.run.dir={tmp_path / 'bad'}",
+        )
+    assert bad.returncode != 0 and "no such checkpoint" in bad.stderr and "Traceback" not in bad.stderr

@@ -1,0 +1,261 @@
+"""The vLLM engine on the CPU, for real: statistics, exactness, batch invariance, caching, bad input.
+
+One ``LLM`` serves the whole module (building one costs seconds). The reference is the
+transformers engine in float64 on the float64 twin of the same tiny model (same seed),
+so the tolerances measure vLLM's float32 arithmetic and the recorder, nothing else.
+Skipped only when vLLM is not installed; CI installs the CPU build, so these run there.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("vllm") is None:
+    pytest.skip("vLLM is not installed (scripts/install.sh installs the CPU build)", allow_module_level=True)
+
+from presto.config import ConfigError
+from presto.engines.base import SuffixRequest
+from presto.engines.errors import EngineUnavailableError
+from presto.models import ModelNotFoundError, make_tiny_model
+from presto.prefetch.presto import PrefetchStepper
+from presto.prefetch.traversal import BreadthFirst
+from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain
+from presto.samplers.powermh import PowerMH
+from presto.samplers.randomness import ChainKey
+from tests.conftest import run_cli
+
+pytestmark = pytest.mark.slow
+
+TOLERANCE = 1e-4
+# Extra engine settings for another machine, e.g. on a GPU (scripts/gpu_check.sh):
+# PRESTO_VLLM_TEST_OPTIONS='{"device": "cuda", "batch_invariant": true}'
+SMALL_ENGINE = {
+    "kv_cache_memory_bytes": 64 * 2**20,
+    "max_model_len": 1024,
+    **json.loads(os.environ.get("PRESTO_VLLM_TEST_OPTIONS", "{}")),
+}
+
+
+def on_cpu() -> bool:
+    from vllm.platforms import current_platform
+
+    return current_platform.is_cpu()
+
+
+@pytest.fixture(scope="module")
+def model_dirs(tmp_path_factory):
+    root = tmp_path_factory.mktemp("tiny")
+    f32 = make_tiny_model(root / "f32", dtype="float32", seed=1)
+    return f32, make_tiny_model(root / "f64", dtype="float64", seed=1)
+
+
+@pytest.fixture(scope="module")
+def engine(model_dirs):
+    from presto.engines.vllm import VLLMEngine
+
+    engine = VLLMEngine(model_dirs[0], **SMALL_ENGINE)
+    yield engine
+    engine.close()
+
+
+@pytest.fixture(scope="module")
+def reference(model_dirs):
+    from presto.engines.hf import HFEngine
+
+    return HFEngine(model_dirs[1], dtype="float64")
+
+
+@pytest.fixture(scope="module")
+def prompt(engine, reference):
+    messages = [{"role": "user", "content": "Write a function that adds two numbers."}]
+    ids = engine.encode_prompt(messages)
+    assert ids == reference.encode_prompt(messages)
+    return ids
+
+
+def reference_statistics(reference, request: SuffixRequest, tokens: np.ndarray) -> dict[str, np.ndarray]:
+    """log p0, log q_τ, log q at extra temperatures and entropy of p0 from a float64 forward."""
+    import torch
+
+    ids = list(request.prefix) + tokens.tolist()
+    with torch.no_grad():
+        logits = reference.model(input_ids=torch.tensor([ids])).logits[0].double()
+    rows = logits[len(request.prefix) - 1 : len(ids) - 1]
+    picked = torch.arange(len(tokens)), torch.tensor(tokens)
+    logp0 = torch.log_softmax(rows, -1)
+    return {
+        "logp0": logp0[picked].numpy(),
+        "logq": torch.log_softmax(rows / request.temperature, -1)[picked].numpy(),
+        "logq_extra": np.stack(
+            [torch.log_softmax(rows / t, -1)[picked].numpy() for t in request.extra_temperatures], axis=1
+        ),
+        "entropy": (-(logp0.exp() * logp0).sum(-1)).numpy(),
+    }
+
+
+def mixed_requests(prompt: list[int]) -> list[SuffixRequest]:
+    """Prefixes of one sequence (as in a PreSTO round), different lengths, temperatures and seeds."""
+    sequence = (*prompt, *range(1000, 1040))
+    cuts = [(len(prompt) + 3, 12, 0.25), (len(sequence), 4, 0.5), (len(prompt) + 20, 9, 1.0), (len(prompt), 15, 0.7)]
+    return [SuffixRequest(sequence[:m], n, tau, 77 + m, (0.25, 0.5, 1.0)) for m, n, tau in cuts]
+
+
+def assert_close_to_reference(reference, request, result):
+    expected = reference_statistics(reference, request, result.tokens)
+    for name, want in expected.items():
+        got = getattr(result, name)
+        assert got.dtype == np.float64 and got.shape == want.shape, name
+        np.testing.assert_allclose(got, want, rtol=0, atol=TOLERANCE, err_msg=name)
+
+
+def test_statistics_match_float64_transformers(engine, reference, prompt):
+    requests = mixed_requests(prompt)
+    results = engine.generate(requests)
+    for request, result in zip(requests, results, strict=True):
+        assert result.tokens.dtype == np.int64 and len(result.tokens) == request.num_new_tokens
+        assert_close_to_reference(reference, request, result)
+        if request.temperature == 1.0:
+            np.testing.assert_array_equal(result.logq, result.logp0)
+        # Rescoring under p0 from prompt logprobs: same log p0; entropy needs the exact path.
+        logp0, entropy = engine.score(request.prefix, result.tokens)
+        np.testing.assert_allclose(logp0, result.logp0, rtol=0, atol=TOLERANCE)
+        assert np.isnan(entropy).all()
+
+
+def test_exact_oracle_agrees_with_recorder_and_reference(engine, reference, prompt):
+    requests = mixed_requests(prompt)[:2]
+    fast = engine.generate(requests)
+    engine.exact_logprobs = True
+    try:
+        exact = engine.generate(requests)
+        logp0, entropy = engine.score(requests[0].prefix, fast[0].tokens)
+    finally:
+        engine.exact_logprobs = False
+    for request, a, b in zip(requests, fast, exact, strict=True):
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+        for name in ("logp0", "logq", "logq_extra", "entropy"):
+            np.testing.assert_allclose(getattr(a, name), getattr(b, name), rtol=0, atol=TOLERANCE, err_msg=name)
+        assert_close_to_reference(reference, request, b)
+    expected = reference_statistics(reference, requests[0], fast[0].tokens)
+    np.testing.assert_allclose(logp0, expected["logp0"], rtol=0, atol=TOLERANCE)
+    np.testing.assert_allclose(entropy, expected["entropy"], rtol=0, atol=TOLERANCE)
+
+
+def test_tokens_depend_on_seed_not_on_batch(engine, prompt):
+    requests = mixed_requests(prompt)
+    together = engine.generate(requests)
+    for request, result in zip(requests, together, strict=True):
+        (alone,) = engine.generate([request])
+        np.testing.assert_array_equal(alone.tokens, result.tokens)
+        np.testing.assert_allclose(alone.logq, result.logq, rtol=0, atol=1e-5)
+    shuffled = engine.generate(requests[::-1])[::-1]
+    for a, b in zip(together, shuffled, strict=True):
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+    base = SuffixRequest(tuple(prompt), 10, 1.0, 5)
+    first, second = engine.generate([base, SuffixRequest(tuple(prompt), 10, 1.0, 6)])
+    assert not np.array_equal(first.tokens, second.tokens)
+
+
+def test_presto_chains_equal_sequential_chains_and_hit_the_prefix_cache(engine, prompt):
+    kernel = PowerMH(alpha=4.0, tau=0.25)
+    schedule = BlockSchedule(12, 6, 6)
+    presto_cached = presto_missed = 0.0
+    for seed in range(2):
+        key = ChainKey(seed, 0, 0)
+        reference, reference_trace = run_chain(kernel, engine, SequentialStepper(), prompt, key, schedule)
+        for n_pf in (3, 20):
+            before = engine.metrics()
+            state, trace = run_chain(kernel, engine, PrefetchStepper(BreadthFirst(), n_pf), prompt, key, schedule)
+            after = engine.metrics()
+            presto_cached += after["prefix_cached_tokens"] - before["prefix_cached_tokens"]
+            presto_missed += after["prefix_missed_tokens"] - before["prefix_missed_tokens"]
+            np.testing.assert_array_equal(state.tokens, reference.tokens)
+            assert trace.accepts == reference_trace.accepts
+    assert presto_cached / (presto_cached + presto_missed) > 0.5
+    metrics = engine.metrics()
+    assert 0.5 < metrics["prefix_cache_hit_rate"] <= 1.0
+    assert 0.0 < metrics["peak_kv_usage"] <= 1.0
+    assert metrics["prefix_cached_tokens_per_call"] > 0
+
+
+def test_too_long_request_is_one_clear_line(engine, prompt):
+    with pytest.raises(ConfigError, match=rf"engine\.max_model_len={SMALL_ENGINE['max_model_len']}"):
+        engine.generate([SuffixRequest(tuple(prompt) * 30, 64, 1.0, 0)])
+    with pytest.raises(ValueError, match="non-empty prefix"):
+        engine.generate([SuffixRequest((), 4, 1.0, 0)])
+
+
+def test_kv_cache_too_small_for_max_model_len_is_one_clear_line(model_dirs, engine):
+    from presto.engines.vllm import VLLMEngine
+
+    with pytest.raises(ConfigError) as info:
+        VLLMEngine(model_dirs[0], **{**SMALL_ENGINE, "kv_cache_memory_bytes": 256 * 2**10, "max_model_len": 4096})
+    message = str(info.value)
+    assert "\n" not in message
+    assert "engine.kv_cache_memory_bytes=262144" in message and "engine.max_model_len=4096" in message
+
+
+def test_bad_model_folder_is_one_clear_line(tmp_path, engine):
+    from presto.engines.vllm import VLLMEngine
+
+    (tmp_path / "config.json").write_text(json.dumps({"hello": "world"}))
+    with pytest.raises(ModelNotFoundError, match=r"model\.path"):
+        VLLMEngine(tmp_path)
+    with pytest.raises(ModelNotFoundError, match=r"model\.path"):
+        VLLMEngine(tmp_path / "missing")
+
+
+def test_settings_are_checked_before_vllm_starts(model_dirs, engine):
+    from presto.engines.vllm import VLLMEngine
+
+    with pytest.raises(ConfigError, match=r"engine\.nonsense"):
+        VLLMEngine(model_dirs[0], nonsense=1)
+    with pytest.raises(ConfigError, match=r"engine\.dtype"):
+        VLLMEngine(model_dirs[0], dtype="float64")
+    with pytest.raises(ConfigError, match=r"engine\.max_num_batched_tokens"):
+        VLLMEngine(model_dirs[0], max_num_batched_tokens=512, max_model_len=1024)
+    other = "cuda" if on_cpu() else "cpu"
+    with pytest.raises(EngineUnavailableError, match=rf"engine\.device={other}"):
+        VLLMEngine(model_dirs[0], device=other)
+    if on_cpu():
+        with pytest.raises(ConfigError, match="enable_chunked_prefill"):
+            VLLMEngine(model_dirs[0], enable_chunked_prefill=True)
+
+
+def test_missing_vllm_is_engine_unavailable(model_dirs, monkeypatch):
+    from presto.engines import build_engine
+
+    monkeypatch.setitem(sys.modules, "vllm", None)  # `import vllm` now raises ImportError
+    with pytest.raises(EngineUnavailableError, match=r"scripts/install\.sh"):
+        build_engine({"name": "vllm"}, {"path": str(model_dirs[0])})
+
+
+def test_cli_run_reports_cache_metrics(model_dirs, tmp_path):
+    """End to end: `engine=vllm` through Hydra, PreSTO-BFS, metrics in summary.json."""
+    run_dir = tmp_path / "run"
+    result = run_cli(
+        "engine=vllm",
+        f"model.path={model_dirs[0]}",
+        *(f"engine.{key}={json.dumps(value)}" for key, value in SMALL_ENGINE.items()),
+        "dataset=humaneval",
+        "dataset.num_prompts=1",
+        "sampler.max_new_tokens=8",
+        "sampler.block_size=8",
+        "sampler.steps=6",
+        "traversal=bfs",
+        "budget.n_pf=5",
+        "run.progress=false",
+        f"hydra.run.dir={run_dir}",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["prefix_cache_hit_rate"] > 0.5
+    assert 0 < summary["peak_kv_usage"] <= 1
+    assert summary["transitions_per_call"] > 1
