@@ -166,7 +166,7 @@ def test_closed_form_m2_kernel_matches_the_kernel_and_has_power(tmp_path):
     assert np.abs(wrong_flow - wrong_flow.T).max() > 1e-4  # detailed balance catches a wrong rule
 
 
-LAW_CHAINS = 700
+LAW_CHAINS = 500
 
 
 def test_chains_follow_the_exact_law_after_k_transitions(table):

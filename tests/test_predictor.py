@@ -87,6 +87,22 @@ def test_labels_are_epsilon_classes():
     ]
 
 
+def test_reach_weights_are_the_walks_visiting_probabilities(toy_runs):
+    from presto.predictor.data import iter_rounds, reaching_probabilities, tree_files
+
+    for record in list(iter_rounds(tree_files(toy_runs)))[:20]:
+        reach = reaching_probabilities(record["nodes"])
+        by_depth: dict[int, float] = {}
+        for node in record["nodes"]:
+            by_depth[node["depth"]] = by_depth.get(node["depth"], 0.0) + reach[node["id"]]
+        assert by_depth[0] == 1.0 and all(total <= 1.0 + 1e-9 for total in by_depth.values())
+        # The walk is at exactly one node per depth it reaches: total mass 1 on complete logged depths.
+        assert by_depth.get(1, 1.0) == pytest.approx(1.0)
+    examples = collect_examples(toy_runs, ("cut_fraction",), 0.01, weighting="reach")
+    assert examples.weights is not None and examples.weights.max() <= 1.0
+    assert sum(examples.class_shares().values()) == pytest.approx(1.0)
+
+
 def test_examples_come_from_feasible_nodes_grouped_by_prompt(toy_runs):
     examples = collect_examples(toy_runs, resolve_features(["cut", "tree", "likelihood", "entropy"]), 0.01)
     assert examples.features.shape == (len(examples), 13) and len(set(examples.groups)) == 6

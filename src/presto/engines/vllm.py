@@ -279,8 +279,14 @@ class VLLMEngine(Engine):
                 f"engine.max_model_len={self.max_model_len}{fits}; raise engine.kv_cache_memory_bytes "
                 "or lower engine.max_model_len"
             )
+        if "memory for the cache blocks" in text:  # GPU: nothing left for the KV cache after the weights
+            return _config_error(
+                f"no memory left for the KV cache ({line}); raise engine.gpu_memory_utilization or set "
+                "engine.kv_cache_memory_bytes"
+            )
         if "max_model_len" in text and ("greater than" in text or "exceeds" in text):
-            return _config_error(f"engine.max_model_len={self.max_model_len} is too large for this model: {line}")
+            reason = line.split(". ")[0]
+            return _config_error(f"engine.max_model_len={self.max_model_len} is too large for this model: {reason}")
         if isinstance(err, OSError) or re.search(
             r"ModelConfig|Unrecognized model|model type|model weights|safetensors|config\.json|architecture|tokenizer",
             text,
@@ -310,7 +316,7 @@ class VLLMEngine(Engine):
         pay a one-time cost (seconds on a busy CPU); a benchmark that starts with the
         sequential chain would otherwise count it against that chain.
         """
-        prefix = tuple(range(1, 1 + min(64, self.max_model_len - 4)))
+        prefix = tuple(range(1, 1 + max(2, min(64, self.max_model_len - 4))))
         requests = [SuffixRequest(prefix[: len(prefix) // 2], 2, 0.5, 0, (1.0,)), SuffixRequest(prefix, 2, 1.0, 1)]
         self._generate(requests)
 

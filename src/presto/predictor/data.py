@@ -9,6 +9,7 @@ prompts, because nodes of one prompt share its text and are far from independent
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,12 +29,22 @@ class Examples:
     groups: np.ndarray  # (n,) str: prompt ids
     feature_names: tuple[str, ...]
     sources: tuple[str, ...]  # the trees.jsonl files read
+    weights: np.ndarray | None = None  # (n,) per-example weights; None: all 1
+
+    @property
+    def sample_weights(self) -> np.ndarray:
+        return np.ones(len(self)) if self.weights is None else self.weights
 
     def __len__(self) -> int:
         return int(self.labels.shape[0])
 
     def class_counts(self) -> dict[str, int]:
         return {name: int((self.labels == k).sum()) for k, name in enumerate(CLASSES)}
+
+    def class_shares(self) -> dict[str, float]:
+        """Weighted class frequencies (equal to counts / n without weights)."""
+        w = self.sample_weights
+        return {name: float(w[self.labels == k].sum() / w.sum()) for k, name in enumerate(CLASSES)}
 
 
 def tree_files(paths: Iterable[str | Path]) -> list[Path]:
@@ -63,19 +74,58 @@ def iter_rounds(files: Sequence[Path]) -> Iterator[dict[str, Any]]:
                     continue
 
 
-def collect_examples(paths: Iterable[str | Path], feature_names: Sequence[str], epsilon: float) -> Examples:
-    """All feasible logged nodes of the given runs, with the named features and epsilon-class labels."""
+WEIGHTINGS = ("uniform", "reach")
+
+
+def reaching_probabilities(nodes: Sequence[dict[str, Any]]) -> dict[Any, float]:
+    """P(the MH walk visits each logged node): the product of the true A (or 1 - A) along its path.
+
+    Nodes come in BFS order, parents first; a logged null log A of a feasible node is A = 0.
+    """
+    by_id = {n["id"]: n for n in nodes}
+    reach: dict[Any, float] = {}
+    for node in nodes:
+        parent = node.get("parent")
+        if parent is None:
+            reach[node["id"]] = 1.0
+            continue
+        above = by_id.get(parent)
+        if above is None or parent not in reach:
+            reach[node["id"]] = 0.0
+            continue
+        accept = 0.0 if above.get("log_accept") is None else math.exp(min(0.0, float(above["log_accept"])))
+        reach[node["id"]] = reach[parent] * (accept if node.get("branch") == "accept" else 1.0 - accept)
+    return reach
+
+
+def collect_examples(
+    paths: Iterable[str | Path], feature_names: Sequence[str], epsilon: float, weighting: str = "uniform"
+) -> Examples:
+    """All feasible logged nodes of the given runs, with the named features and epsilon-class labels.
+
+    ``weighting="uniform"`` counts every logged node once (the paper's Appendix E.7);
+    ``"reach"`` weights a node by the probability that the walk visits it, so the model
+    is fitted (and scored) on the decisions the chain actually meets: a logged candidate
+    tree is dominated by deep subtrees below near-certain rejections that the walk almost
+    never enters, and the predictive traversal's DP needs h where the walk goes.
+    """
+    if weighting not in WEIGHTINGS:
+        raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     files = tree_files(paths)
     rows: list[dict[str, float]] = []
     labels: list[int] = []
     groups: list[str] = []
+    weights: list[float] = []
     for record in iter_rounds(files):
-        for node in record.get("nodes", ()):
+        nodes = record.get("nodes", ())
+        reach = reaching_probabilities(nodes) if weighting == "reach" else None
+        for node in nodes:
             if not node.get("feasible") or not node.get("features"):
                 continue
             rows.append(node["features"])
             labels.append(label_of(node.get("log_accept"), epsilon))
             groups.append(str(record.get("prompt_id")))
+            weights.append(1.0 if reach is None else reach.get(node["id"], 0.0))
     if not rows:
         raise ValueError(f"no feasible tree nodes in {', '.join(map(str, files))}")
     return Examples(
@@ -84,4 +134,5 @@ def collect_examples(paths: Iterable[str | Path], feature_names: Sequence[str], 
         np.asarray(groups),
         tuple(feature_names),
         tuple(str(f) for f in files),
+        np.asarray(weights, dtype=np.float64),
     )

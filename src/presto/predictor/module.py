@@ -71,14 +71,15 @@ class EpsilonClassifier(L.LightningModule):
         return sum((w**2).sum() for w in weights) * (self.hparams.l2 / (2.0 * max(1, self.hparams.num_train)))
 
     def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = nn.functional.cross_entropy(self(x), y) + self.penalty()
+        x, y, w = batch  # w: example weights, mean 1 over the training set
+        loss = (w * nn.functional.cross_entropy(self(x), y, reduction="none")).mean() + self.penalty()
         self.log("train_loss", loss, prog_bar=False, on_epoch=True, on_step=False)
         return loss
 
     def validation_step(self, batch, batch_idx):
-        x, y = batch
-        self.log("val_loss", nn.functional.cross_entropy(self(x), y), on_epoch=True, on_step=False)
+        x, y, w = batch
+        loss = (w * nn.functional.cross_entropy(self(x), y, reduction="none")).sum() / w.sum().clamp_min(1e-12)
+        self.log("val_loss", loss, on_epoch=True, on_step=False)
 
     def configure_optimizers(self):
         if self.hparams.optimizer == "lbfgs":
@@ -133,12 +134,14 @@ def fit_classifier(
     settings: ModelSettings,
     seed: int = 0,
     epsilon: float = 0.01,
+    weights: np.ndarray | None = None,
 ) -> EpsilonClassifier:
-    """Train one classifier on (features, labels); the standardization comes from these features."""
+    """Train one classifier on (features, labels[, weights]); the standardization comes from these features."""
     _quiet_lightning()
     L.seed_everything(seed, workers=True, verbose=False)
     features = np.asarray(features, dtype=np.float32)
     labels = np.asarray(labels, dtype=np.int64)
+    weights = np.ones(len(labels)) if weights is None else np.asarray(weights, dtype=np.float64)
     mean = features.mean(axis=0)
     std = features.std(axis=0)
     std = np.where(std > 1e-8, std, 1.0)
@@ -160,8 +163,12 @@ def fit_classifier(
         classes=list(CLASSES),
     )
 
+    scaled = (weights / max(weights[train_idx].mean(), 1e-300)).astype(np.float32)
+
     def loader(idx: np.ndarray, shuffle: bool) -> DataLoader:
-        data = TensorDataset(torch.from_numpy(features[idx]), torch.from_numpy(labels[idx]))
+        data = TensorDataset(
+            torch.from_numpy(features[idx]), torch.from_numpy(labels[idx]), torch.from_numpy(scaled[idx])
+        )
         size = len(idx) if settings.batch_size is None else min(int(settings.batch_size), len(idx))
         return DataLoader(data, batch_size=max(1, size), shuffle=shuffle)
 

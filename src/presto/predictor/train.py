@@ -49,14 +49,14 @@ class ModelSettings:
             raise ValueError(f"predictor.val_fraction must be in [0, 1), got {self.val_fraction}")
 
 
-def log_loss(labels: np.ndarray, probabilities: np.ndarray) -> float:
-    """Mean negative log-likelihood (natural log) of the true classes; probabilities clipped at 1e-15."""
+def log_loss(labels: np.ndarray, probabilities: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """(Weighted) mean negative log-likelihood (natural log) of the true classes; probabilities clipped at 1e-15."""
     picked = probabilities[np.arange(len(labels)), labels]
-    return float(-np.mean(np.log(np.clip(picked, 1e-15, 1.0))))
+    return float(-np.average(np.log(np.clip(picked, 1e-15, 1.0)), weights=weights))
 
 
-def accuracy(labels: np.ndarray, probabilities: np.ndarray) -> float:
-    return float(np.mean(np.argmax(probabilities, axis=1) == labels))
+def accuracy(labels: np.ndarray, probabilities: np.ndarray, weights: np.ndarray | None = None) -> float:
+    return float(np.average(np.argmax(probabilities, axis=1) == labels, weights=weights))
 
 
 def prompt_folds(groups: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -70,13 +70,14 @@ def prompt_folds(groups: np.ndarray, folds: int, seed: int) -> list[tuple[np.nda
     return list(splitter.split(np.zeros(len(groups)), groups=groups))
 
 
-def _sklearn_logistic(train_x, train_y, test_x, l2: float) -> np.ndarray:
+def _sklearn_logistic(train_x, train_y, test_x, l2: float, train_w: np.ndarray | None = None) -> np.ndarray:
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
     model = make_pipeline(StandardScaler(), LogisticRegression(C=1.0 / l2 if l2 > 0 else 1e12, max_iter=2000))
-    model.fit(train_x, train_y)
+    weights = None if train_w is None else train_w / max(train_w.mean(), 1e-300)
+    model.fit(train_x, train_y, logisticregression__sample_weight=weights)
     out = np.full((len(test_x), len(CLASSES)), 1e-15)
     out[:, model.classes_] = model.predict_proba(test_x)
     return out / out.sum(axis=1, keepdims=True)
@@ -86,27 +87,29 @@ def cross_validate(examples: Examples, settings, folds: int, seed: int, epsilon:
     """Pooled out-of-fold accuracy and log loss of the model, the sklearn reference and the baselines."""
     from presto.predictor.module import fit_classifier
 
-    x, y = examples.features, examples.labels
+    x, y, w = examples.features, examples.labels, examples.sample_weights
     k = len(CLASSES)
     predictions = {name: np.zeros((len(y), k)) for name in ("model", "sklearn_logistic", "majority", "frequencies")}
     split_list = prompt_folds(examples.groups, folds, seed)
     for fold, (train, test) in enumerate(split_list):
-        module = fit_classifier(x[train], y[train], examples.feature_names, settings, seed + fold, epsilon)
+        module = fit_classifier(x[train], y[train], examples.feature_names, settings, seed + fold, epsilon, w[train])
         predictions["model"][test] = module.predict_proba(x[test])
-        predictions["sklearn_logistic"][test] = _sklearn_logistic(x[train], y[train], x[test], max(settings.l2, 1e-12))
-        counts = np.bincount(y[train], minlength=k).astype(np.float64)
+        predictions["sklearn_logistic"][test] = _sklearn_logistic(
+            x[train], y[train], x[test], max(settings.l2, 1e-12), w[train]
+        )
+        counts = np.bincount(y[train], weights=w[train], minlength=k).astype(np.float64)
         frequencies = counts / counts.sum()
         predictions["frequencies"][test] = np.clip(frequencies, 1e-15, None)
         majority = np.full(k, 1e-15)
         majority[int(np.argmax(counts))] = 1.0
         predictions["majority"][test] = majority
     results = {
-        name: {"accuracy": accuracy(y, p), "log_loss": log_loss(y, p)}
+        name: {"accuracy": accuracy(y, p, w), "log_loss": log_loss(y, p, w)}
         for name, p in predictions.items()
         if name != "majority"
     }
     # The majority baseline is scored on accuracy only: its log loss is infinite by design.
-    results["majority"] = {"accuracy": accuracy(y, predictions["majority"]), "log_loss": None}
+    results["majority"] = {"accuracy": accuracy(y, predictions["majority"], w), "log_loss": None}
     results["folds"] = len(split_list)
     return results
 
@@ -120,6 +123,7 @@ def train_predictor(
     seed: int = 0,
     epsilon: float = 0.01,
     require_improvement: bool = False,
+    weighting: str = "uniform",
 ) -> dict[str, Any]:
     """Cross-validate, refit on everything, write metrics.json and the checkpoint; returns the metrics.
 
@@ -134,7 +138,9 @@ def train_predictor(
     cv = cross_validate(examples, settings, folds, seed, epsilon)
     # "Better" needs a margin: an intercept-only fit IS the class frequencies, up to rounding.
     beats = cv["model"]["log_loss"] < cv["frequencies"]["log_loss"] - IMPROVEMENT_MARGIN
-    module = fit_classifier(examples.features, examples.labels, examples.feature_names, settings, seed, epsilon)
+    module = fit_classifier(
+        examples.features, examples.labels, examples.feature_names, settings, seed, epsilon, examples.sample_weights
+    )
     target = checkpoint or out_dir / "predictor.ckpt"
     written = None
     if beats or not require_improvement:
@@ -143,6 +149,8 @@ def train_predictor(
         "examples": len(examples),
         "prompts": len(np.unique(examples.groups)),
         "class_counts": examples.class_counts(),
+        "class_shares": examples.class_shares(),
+        "weighting": weighting,
         "epsilon": epsilon,
         "features": list(examples.feature_names),
         "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()},
@@ -161,7 +169,7 @@ def format_metrics(metrics: dict[str, Any]) -> str:
     cv = metrics["cross_validation"]
     lines = [
         f"{metrics['examples']} nodes from {metrics['prompts']} prompts, classes {metrics['class_counts']}, "
-        f"features {metrics['features']}, {cv['folds']}-fold CV by prompt",
+        f"features {metrics['features']}, {metrics['weighting']} weights, {cv['folds']}-fold CV by prompt",
         f"{'':<22}{'accuracy':>10}{'log loss':>10}",
     ]
     for name in ("model", "sklearn_logistic", "frequencies", "majority"):
@@ -196,7 +204,7 @@ def run_training(cfg) -> dict[str, Any]:
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from None
     try:
-        examples = collect_examples([str(r) for r in runs], names, epsilon)
+        examples = collect_examples([str(r) for r in runs], names, epsilon, str(cfg.weighting))
     except KeyError as err:
         raise ConfigError(str(err.args[0])) from None
     from hydra.core.hydra_config import HydraConfig
@@ -212,4 +220,5 @@ def run_training(cfg) -> dict[str, Any]:
         seed=int(cfg.seed),
         epsilon=epsilon,
         require_improvement=bool(cfg.require_improvement),
+        weighting=str(cfg.weighting),
     )

@@ -58,36 +58,48 @@ from presto.samplers.kernel import Kernel
 from presto.samplers.randomness import DecisionInputs
 from presto.samplers.state import ChainState
 
-OPTIONS = ("predictor", "cost_aware", "min_calls", "window")
+OPTIONS = ("predictor", "cost_aware", "min_calls", "window", "prior_calls")
 
 
 class CallCostModel:
     """Seconds of one engine call from (tokens generated, longest suffix), fitted to measured calls.
 
-    ``t = a + b * tokens + c * longest`` with a, b, c >= 0 by non-negative least squares
-    over the last ``window`` calls; no prediction until ``min_calls`` calls with different
-    token counts were seen (the traversal then plans like BFS).
+    ``t = a + b * tokens + c * longest`` with a, b, c >= 0: an engine decodes a batch one
+    token step at a time, so a call costs about one step per token of its longest row
+    (c), a share per generated token (b) and a fixed part (a: prefill, scheduling).
+
+    BFS calls nearly always carry some depth with a long suffix, so from BFS alone the
+    intercept and the per-step cost are not identifiable. The fit is therefore a
+    non-negative least squares with a weak ridge prior (``prior_calls`` pseudo-calls,
+    on columns scaled to their mean) that attributes time to decode steps; measured
+    calls with other longest suffixes (which the traversal's own plans produce) override
+    it. No prediction before ``min_calls`` calls (the traversal then plans like BFS).
     """
 
-    def __init__(self, min_calls: int = 5, window: int = 256) -> None:
-        if min_calls < 2 or window < min_calls:
-            raise ValueError(f"need 2 <= min_calls <= window, got min_calls={min_calls}, window={window}")
+    def __init__(self, min_calls: int = 3, window: int = 256, prior_calls: float = 2.0) -> None:
+        if min_calls < 1 or window < min_calls or prior_calls < 0:
+            raise ValueError(f"need 1 <= min_calls <= window and prior_calls >= 0, got {min_calls}, {window}")
         self.min_calls = min_calls
+        self.prior_calls = prior_calls
         self.rows: deque[tuple[float, float, float]] = deque(maxlen=window)
         self.coef: np.ndarray | None = None
 
     def observe(self, tokens: float, longest: float, seconds: float) -> None:
-        if not (np.isfinite(seconds) and seconds >= 0 and tokens > 0):
+        if not (np.isfinite(seconds) and seconds >= 0 and tokens > 0 and longest > 0):
             return
         self.rows.append((float(tokens), float(longest), float(seconds)))
-        data = np.asarray(self.rows)
-        if len(data) < self.min_calls or np.ptp(data[:, 0]) == 0:
+        if len(self.rows) < self.min_calls:
             return
         from scipy.optimize import nnls
 
+        data = np.asarray(self.rows)
         design = np.column_stack([np.ones(len(data)), data[:, 0], data[:, 1]])
-        scale = np.maximum(design.max(axis=0), 1e-12)  # columns of comparable size for nnls
-        coef, _ = nnls(design / scale, data[:, 2])
+        scale = design.mean(axis=0)  # every column > 0
+        weight = np.sqrt(self.prior_calls)
+        prior = np.array([0.0, 0.0, data[:, 2].mean()])  # scaled: all time in decode steps
+        system = np.vstack([design / scale, weight * np.eye(3)])
+        target = np.concatenate([data[:, 2], weight * prior])
+        coef, _ = nnls(system, target)
         self.coef = coef / scale
 
     def predict(self, tokens: np.ndarray, longest: np.ndarray) -> np.ndarray | None:
@@ -100,7 +112,7 @@ class CallCostModel:
 # One watcher per checkpoint and one cost model per process: run.py builds a traversal per
 # chain, and both should carry over from chain to chain (one process drives one engine).
 _HOT: dict[str, HotPredictor] = {}
-_COSTS: dict[tuple[int, int], CallCostModel] = {}
+_COSTS: dict[tuple[int, int, float], CallCostModel] = {}
 
 
 def resolve_predictor_path(value: Any) -> Path | None:
@@ -138,9 +150,12 @@ class PredictiveTraversal(Traversal):
         cost_aware = options.get("cost_aware", True)
         if not isinstance(cost_aware, bool):
             raise ConfigError(f"traversal.cost_aware must be true or false, got {cost_aware!r}")
-        min_calls, window = options.get("min_calls", 5), options.get("window", 256)
-        if not (isinstance(min_calls, int) and isinstance(window, int) and 2 <= min_calls <= window):
-            raise ConfigError(f"traversal.min_calls, window: need 2 <= min_calls <= window, got {min_calls}, {window}")
+        min_calls, window = options.get("min_calls", 3), options.get("window", 256)
+        prior_calls = options.get("prior_calls", 2.0)
+        if not (isinstance(min_calls, int) and isinstance(window, int) and 1 <= min_calls <= window):
+            raise ConfigError(f"traversal.min_calls, window: need 1 <= min_calls <= window, got {min_calls}, {window}")
+        if isinstance(prior_calls, bool) or not isinstance(prior_calls, int | float) or prior_calls < 0:
+            raise ConfigError(f"traversal.prior_calls must be a number >= 0, got {prior_calls!r}")
         path = resolve_predictor_path(options.get("predictor", "default"))
         predictor = None
         if path is not None:
@@ -148,7 +163,8 @@ class PredictiveTraversal(Traversal):
             if key not in _HOT:
                 _HOT[key] = HotPredictor(path)  # PredictorError (a ConfigError) if unusable at start
             predictor = _HOT[key]
-        cost_model = _COSTS.setdefault((min_calls, window), CallCostModel(min_calls, window))
+        key = (min_calls, window, float(prior_calls))
+        cost_model = _COSTS.setdefault(key, CallCostModel(min_calls, window, float(prior_calls)))
         return cls(predictor, cost_aware, cost_model)
 
     def observe_call(self, record: dict[str, Any]) -> None:

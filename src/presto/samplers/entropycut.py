@@ -19,7 +19,10 @@ the first c generated tokens and resamples positions c..T-1 from q_tau (as Power
   pi_alpha; m = 0 is the pure entropy law, m = 1 is PowerMH's uniform law.
 
 The cut is ``c = min{c : CDF(c) > u * CDF(T-1)}`` for the decision's retained uniform u
-(inversion of the CDF; cuts of probability zero are never chosen).
+(inversion of the CDF; cuts of probability zero are never chosen). Numerics: jumps are
+divided by the largest one before the power (the normalized law is unchanged, and large
+beta cannot overflow); a rise whose (rise / largest) ** beta underflows below ~1e-308
+then weighs zero, which keeps the law a function of the state alone (the chain stays exact).
 
 Acceptance
 ----------
