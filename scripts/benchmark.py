@@ -48,27 +48,18 @@ def main(argv: list[str]) -> int:
 
     from presto.cli import check_group_choices, with_default_engine
     from presto.config import validate, validate_sampler
-    from presto.engines import build_engine
     from presto.prefetch.presto import PrefetchStepper
     from presto.prefetch.traversal import TRAVERSALS
-    from presto.runner.run import sample_chain
+    from presto.runner.run import load_task_and_engine, sample_chain
     from presto.samplers import build_kernel
     from presto.samplers.chain import BlockSchedule, SequentialStepper
-    from presto.tasks import build_task
 
     overrides = with_default_engine(overrides)
     check_group_choices(PROJECT_ROOT / "conf", overrides)
     cfg = compose(overrides)
     settings = validate(cfg)
     samplers = args.samplers or [settings.sampler.name]
-    dataset_cfg = OmegaConf.to_container(cfg.dataset, resolve=True)
-    if dataset_cfg.get("seed") is None:
-        dataset_cfg["seed"] = settings.seed
-    task = build_task(dataset_cfg)
-    problems = task.load()[: settings.num_prompts]
-    engine = build_engine(
-        OmegaConf.to_container(cfg.engine, resolve=True), OmegaConf.to_container(cfg.model, resolve=True)
-    )
+    task, problems, engine = load_task_and_engine(cfg, settings)
     traversals = {}
     for name in args.traversals:
         options = OmegaConf.to_container(compose([*overrides, f"traversal={name}"]).traversal, resolve=True)

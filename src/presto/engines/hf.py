@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from presto.engines.base import Engine, SuffixRequest, SuffixResult
+from presto.engines.chat_text import ChatText, eos_ids
 from presto.engines.token_sampling import request_generator
 
 _DTYPES = ("float32", "float64", "bfloat16")
@@ -43,7 +44,7 @@ def group_prefix_chains(requests: Sequence[SuffixRequest]) -> list[list[int]]:
     return groups
 
 
-class HFEngine(Engine):
+class HFEngine(ChatText, Engine):
     name = "hf"
 
     def __init__(self, model_dir: str | Path, dtype: str = "float32", threads: int | None = None) -> None:
@@ -66,36 +67,7 @@ class HFEngine(Engine):
         forward_params = inspect.signature(self.model.forward).parameters
         self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
         self.model_dir = Path(model_dir)
-        generation_eos = getattr(self.model.generation_config, "eos_token_id", None)
-        eos = {self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set()
-        if isinstance(generation_eos, int):
-            eos.add(generation_eos)
-        elif generation_eos:
-            eos.update(generation_eos)
-        self._eos = frozenset(eos)
-
-    # --- text side ---------------------------------------------------------------------
-
-    def encode_prompt(self, messages, raw_prompt: str = "", **template_kwargs) -> list[int]:
-        if messages and self.tokenizer.chat_template:
-            ids = self.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=True, **template_kwargs
-            )
-            if isinstance(ids, dict) or hasattr(ids, "input_ids"):
-                ids = ids["input_ids"]
-            return [int(t) for t in ids]
-        text = raw_prompt or "\n".join(m["content"] for m in messages)
-        ids = self.tokenizer(text, add_special_tokens=True)["input_ids"]
-        if not ids and self.tokenizer.bos_token_id is not None:
-            ids = [self.tokenizer.bos_token_id]
-        return [int(t) for t in ids]
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self.tokenizer.decode([int(t) for t in token_ids], skip_special_tokens=False)
-
-    @property
-    def eos_token_ids(self) -> frozenset[int]:
-        return self._eos
+        self._eos = eos_ids(self.tokenizer, getattr(self.model.generation_config, "eos_token_id", None))
 
     # --- model side --------------------------------------------------------------------
 

@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 
 from presto.engines.base import Engine, SuffixRequest, SuffixResult
+from presto.engines.chat_text import ChatText, eos_ids
 from presto.engines.errors import EngineUnavailableError
 
 
@@ -131,7 +132,7 @@ def _set_threads(threads: int | None) -> int:
     return wanted
 
 
-class VLLMEngine(Engine):
+class VLLMEngine(ChatText, Engine):
     """The engine layer on vLLM's offline ``LLM``: one ``generate`` per model call."""
 
     name = "vllm"
@@ -298,16 +299,11 @@ class VLLMEngine(Engine):
         from transformers import AutoTokenizer, GenerationConfig
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
-        eos = {self.tokenizer.eos_token_id} if self.tokenizer.eos_token_id is not None else set()
         try:
             generation_eos = GenerationConfig.from_pretrained(str(self.model_dir)).eos_token_id
         except OSError:
             generation_eos = None
-        if isinstance(generation_eos, int):
-            eos.add(generation_eos)
-        elif generation_eos:
-            eos.update(generation_eos)
-        self._eos = frozenset(eos)
+        self._eos = eos_ids(self.tokenizer, generation_eos)
 
     def _warm_up(self) -> None:
         """A small call shaped like a real one, so one-time setup is not charged to the first model call.
@@ -319,30 +315,6 @@ class VLLMEngine(Engine):
         prefix = tuple(range(1, 1 + max(2, min(64, self.max_model_len - 4))))
         requests = [SuffixRequest(prefix[: len(prefix) // 2], 2, 0.5, 0, (1.0,)), SuffixRequest(prefix, 2, 1.0, 1)]
         self._generate(requests)
-
-    # --- text side ---------------------------------------------------------------------
-
-    def encode_prompt(self, messages: list[dict[str, str]], raw_prompt: str = "", **template_kwargs: Any) -> list[int]:
-        """The chat template when there are messages and the model has one, else the raw text."""
-        if messages and self.tokenizer.chat_template:
-            ids = self.tokenizer.apply_chat_template(
-                messages, add_generation_prompt=True, tokenize=True, **template_kwargs
-            )
-            if isinstance(ids, dict) or hasattr(ids, "input_ids"):
-                ids = ids["input_ids"]
-            return [int(t) for t in ids]
-        text = raw_prompt or "\n".join(m["content"] for m in messages)
-        ids = self.tokenizer(text, add_special_tokens=True)["input_ids"]
-        if not ids and self.tokenizer.bos_token_id is not None:
-            ids = [self.tokenizer.bos_token_id]
-        return [int(t) for t in ids]
-
-    def decode(self, token_ids: Sequence[int]) -> str:
-        return self.tokenizer.decode([int(t) for t in token_ids], skip_special_tokens=False)
-
-    @property
-    def eos_token_ids(self) -> frozenset[int]:
-        return self._eos
 
     # --- model side --------------------------------------------------------------------
 

@@ -191,22 +191,29 @@ def sample_chain(
     return record
 
 
-def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
-    """Run every chain of ``cfg`` into ``run_dir``; returns the summary."""
-    settings = validate(cfg)
-    kernel = build_sampler(settings.sampler)  # checks sampler-specific keys before anything is written
+def load_task_and_engine(cfg: DictConfig, settings: RunSettings) -> tuple[Task, list[Problem], Engine]:
+    """The task with its first ``dataset.num_prompts`` problems, then the engine (the slow part)."""
     from presto.tasks import build_task
 
-    run_dir = Path(run_dir)
-    RunWriter.check(run_dir, settings.resume)
     dataset_cfg = OmegaConf.to_container(cfg.dataset, resolve=True)
-    if dataset_cfg.get("seed") is None:
+    if dataset_cfg.get("seed") is None:  # GPQA shuffles its choices by the run seed
         dataset_cfg["seed"] = settings.seed
     task = build_task(dataset_cfg)
     problems = task.load()[: settings.num_prompts]
     engine = build_engine(
         OmegaConf.to_container(cfg.engine, resolve=True), OmegaConf.to_container(cfg.model, resolve=True)
     )
+    return task, problems, engine
+
+
+def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
+    """Run every chain of ``cfg`` into ``run_dir``; returns the summary."""
+    settings = validate(cfg)
+    kernel = build_sampler(settings.sampler)  # checks sampler-specific keys before anything is written
+
+    run_dir = Path(run_dir)
+    RunWriter.check(run_dir, settings.resume)
+    task, problems, engine = load_task_and_engine(cfg, settings)
     writer = RunWriter(run_dir, settings.resume)
     logger = build_logger(
         OmegaConf.to_container(cfg.logger, resolve=True) if "logger" in cfg else None,
