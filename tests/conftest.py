@@ -20,6 +20,8 @@ os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 MAIN = PROJECT_ROOT / "src" / "main.py"
+# Test this checkout's code even when the editable install points at another clone.
+sys.path.insert(0, str(PROJECT_ROOT / "src"))
 
 
 def write_toy_table(path: Path, vocab: int, seed: int, scale: float = 1.5) -> Path:

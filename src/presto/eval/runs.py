@@ -272,7 +272,13 @@ def chain_progress(run: RunData, record: dict[str, Any]) -> tuple[np.ndarray, np
         advance = []
         for stage in range(stages):
             advance.append(0)
-            advance.extend(int(t["realized"]) for t in rounds if t.get("stage") == stage)
+            for t in rounds:
+                if t.get("stage") != stage:
+                    continue
+                if t.get("model_call", True):
+                    advance.append(int(t["realized"]))
+                else:  # a round served entirely by reused proposals: no call of its own
+                    advance[-1] += int(t["realized"])
     if len(advance) != len(times):
         return None
     return np.cumsum(advance), np.cumsum(np.asarray(times, dtype=float))

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
+from presto.engines.base import SuffixRequest, SuffixResult
 from presto.prefetch.traversal import Traversal
 from presto.prefetch.tree import log_tree
 from presto.samplers.chain import ChainTrace
@@ -40,6 +41,7 @@ class PrefetchStepper:
 
     def run_block(self, kernel, engine, prompt_ids, state, key, stage, steps, trace: ChainTrace):
         done = 0
+        generated: dict[SuffixRequest, SuffixResult] = {}  # this block's proposals, by request
         while done < steps:
             root, start = state, done
             depth_cap = steps - done
@@ -51,12 +53,17 @@ class PrefetchStepper:
             if 0 not in plan or len(plan) > self.budget or max(plan) >= depth_cap:
                 raise RuntimeError(f"{self.traversal.name} planned depths {sorted(plan)} outside the rules")
             requests = {d: kernel.requests(prompt_ids, root, cut, inputs(d)) for d, cut in sorted(plan.items())}
-            batch = [r for group in requests.values() for r in group]
+            wanted = [r for group in requests.values() for r in group]
+            # A request is a pure function of (prefix, length, temperature, seed), so a proposal
+            # generated in an earlier round of this block is reused whenever the new root still
+            # shares its prefix; those are typically the small cuts, i.e. the longest suffixes.
+            batch = list(dict.fromkeys(r for r in wanted if r not in generated))
             before = engine.stats.snapshot()
-            flat = engine.generate(batch)
+            generated.update(zip(batch, engine.generate(batch), strict=True))
+            flat = [generated[r] for r in wanted]
             call_time_s = engine.stats.call_time_s - before.call_time_s
             observe = getattr(self.traversal, "observe_call", None)
-            if observe is not None:  # cost-aware rules learn what a call costs (plans never change the chain)
+            if observe is not None and batch:  # cost-aware rules learn what a call costs (plans never change the chain)
                 observe(
                     {
                         "call_time_s": call_time_s,
@@ -97,7 +104,9 @@ class PrefetchStepper:
                         "requested_depths": sorted(plan),
                         "realized": len(path),
                         "call_time_s": call_time_s,  # wall time of this round's one engine call
+                        "model_call": bool(batch),  # False when every proposal was reused
                         "requests": len(flat),
+                        "generated_requests": len(batch),
                         "nodes": log_tree(kernel, root, plan, results, inputs, path, depth_cap, self.max_logged_nodes),
                     }
                 )
