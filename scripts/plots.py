@@ -25,15 +25,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--max-tree-panels", type=int, default=20, help="subtrees drawn per run")
     args = parser.parse_args(argv)
     from presto.eval.plots import make_plots
-    from presto.eval.runs import find_runs
+    from presto.eval.runs import load_runs
 
-    missing = [str(p) for p in args.runs if not p.is_dir()]
-    if missing:
-        print(f"error: no such directory: {', '.join(missing)}", file=sys.stderr)
-        return 2
-    runs = [run for path in args.runs for run in find_runs(path)]
-    if not runs:
-        print(f"error: no run directory (with summary.json) under {' '.join(map(str, args.runs))}", file=sys.stderr)
+    try:
+        runs = load_runs(args.runs)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     written = make_plots(runs, args.out, max_tree_panels=args.max_tree_panels)
     for path in written:

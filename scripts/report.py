@@ -27,15 +27,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--margin-sd", type=float, default=0.2, help="TOST margin in baseline SDs")
     args = parser.parse_args(argv)
     from presto.eval.report import build_report
-    from presto.eval.runs import find_runs
+    from presto.eval.runs import load_runs
 
-    missing = [str(p) for p in args.dirs if not p.is_dir()]
-    if missing:
-        print(f"error: no such directory: {', '.join(missing)}", file=sys.stderr)
-        return 2
-    runs = [run for path in args.dirs for run in find_runs(path)]
-    if not runs:
-        print(f"error: no run directory (with summary.json) under {' '.join(map(str, args.dirs))}", file=sys.stderr)
+    try:
+        runs = load_runs(args.dirs)
+    except ValueError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 2
     out = args.out or args.dirs[0] / "report.md"
     title = f"PreSTO report: {args.dirs[0].name}"

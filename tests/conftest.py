@@ -50,3 +50,21 @@ def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None)
         cwd="/",
         env=full_env,
     )
+
+
+def toy_args(table, run_dir, *extra, steps: int = 6):
+    """CLI arguments of a small toy-engine run (2 prompts x 2 chains, n=8, B=4) into ``run_dir``."""
+    return (
+        "engine=toy",
+        "model=toy",
+        f"engine.table={table}",
+        "dataset=toy",
+        "experiment=none",
+        "dataset.num_prompts=2",
+        "run.chains_per_prompt=2",
+        "sampler.max_new_tokens=8",
+        "sampler.block_size=4",
+        f"sampler.steps={steps}",
+        f"hydra.run.dir={run_dir}",
+        *extra,
+    )

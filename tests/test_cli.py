@@ -6,24 +6,7 @@ import json
 
 import pytest
 
-from tests.conftest import run_cli
-
-
-def toy_args(table, run_dir, *extra):
-    return (
-        "engine=toy",
-        "model=toy",
-        f"engine.table={table}",
-        "dataset=toy",
-        "experiment=none",
-        "dataset.num_prompts=2",
-        "run.chains_per_prompt=2",
-        "sampler.max_new_tokens=8",
-        "sampler.block_size=4",
-        "sampler.steps=6",
-        f"hydra.run.dir={run_dir}",
-        *extra,
-    )
+from tests.conftest import run_cli, toy_args
 
 
 def read_chains(run_dir):

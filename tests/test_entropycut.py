@@ -24,7 +24,7 @@ from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain
 from presto.samplers.entropycut import EntropyCut, cut_law, invert_cut_cdf
 from presto.samplers.randomness import ChainKey
 from presto.samplers.state import ChainState
-from tests.conftest import run_cli, write_toy_table
+from tests.conftest import run_cli, toy_args, write_toy_table
 from tests.test_law import chi_square_pvalue
 
 VOCAB, N, K, ALPHA, TAU = 3, 4, 100, 2.0, 0.5
@@ -371,23 +371,6 @@ def test_kernel_options_are_validated():
             EntropyCut(ALPHA, TAU, **kwargs)
 
 
-def cli_args(table, run_dir, *extra):
-    return (
-        "engine=toy",
-        "model=toy",
-        f"engine.table={table}",
-        "dataset=toy",
-        "experiment=none",
-        "dataset.num_prompts=2",
-        "run.chains_per_prompt=2",
-        "sampler.max_new_tokens=8",
-        "sampler.block_size=4",
-        "sampler.steps=12",
-        f"hydra.run.dir={run_dir}",
-        *extra,
-    )
-
-
 def cli_chains(run_dir) -> list[tuple]:
     import json
 
@@ -399,7 +382,9 @@ def test_cli_runs_entropycut_sequential_and_presto_alike(toy_table, tmp_path):
     import json
 
     for traversal in ("sequential", "bfs"):
-        result = run_cli(*cli_args(toy_table, tmp_path / traversal, "sampler=entropycut", f"traversal={traversal}"))
+        result = run_cli(
+            *toy_args(toy_table, tmp_path / traversal, "sampler=entropycut", f"traversal={traversal}", steps=12)
+        )
         assert result.returncode == 0, result.stderr
     assert cli_chains(tmp_path / "sequential") == cli_chains(tmp_path / "bfs")
     summary = json.loads((tmp_path / "bfs" / "summary.json").read_text())
@@ -410,7 +395,7 @@ def test_cli_runs_entropycut_sequential_and_presto_alike(toy_table, tmp_path):
     "override", ["sampler.beta=-1", "sampler.uniform_mix=1.5", "sampler.uniform_mix=-0.5", "sampler.beta=abc"]
 )
 def test_bad_entropycut_input_is_one_clear_line(toy_table, tmp_path, override):
-    result = run_cli(*cli_args(toy_table, tmp_path / "run", "sampler=entropycut", override))
+    result = run_cli(*toy_args(toy_table, tmp_path / "run", "sampler=entropycut", override, steps=12))
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]

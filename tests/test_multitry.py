@@ -22,8 +22,8 @@ from presto.prefetch.traversal import BreadthFirst
 from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain
 from presto.samplers.multitry import DEFAULT_TEMPERATURES, MultiTryMH
 from presto.samplers.randomness import ChainKey
-from tests.conftest import run_cli, write_toy_table
-from tests.test_entropycut import CachedToyEngine, FixedInputs, ToyModel, cli_args, cli_chains
+from tests.conftest import run_cli, toy_args, write_toy_table
+from tests.test_entropycut import CachedToyEngine, FixedInputs, ToyModel, cli_chains
 from tests.test_law import chi_square_pvalue
 
 VOCAB, N, K, ALPHA, TAU = 3, 4, 100, 2.0, 0.5
@@ -241,7 +241,9 @@ def test_kernel_options_are_validated():
 
 def test_cli_runs_multitry_sequential_and_presto_alike(toy_table, tmp_path):
     for traversal in ("sequential", "bfs"):
-        result = run_cli(*cli_args(toy_table, tmp_path / traversal, "sampler=multitry", f"traversal={traversal}"))
+        result = run_cli(
+            *toy_args(toy_table, tmp_path / traversal, "sampler=multitry", f"traversal={traversal}", steps=12)
+        )
         assert result.returncode == 0, result.stderr
     assert cli_chains(tmp_path / "sequential") == cli_chains(tmp_path / "bfs")
     config = (tmp_path / "bfs" / "config.yaml").read_text()
@@ -259,7 +261,7 @@ def test_cli_runs_multitry_sequential_and_presto_alike(toy_table, tmp_path):
     ],
 )
 def test_bad_multitry_input_is_one_clear_line(toy_table, tmp_path, override, key):
-    result = run_cli(*cli_args(toy_table, tmp_path / "run", "sampler=multitry", override))
+    result = run_cli(*toy_args(toy_table, tmp_path / "run", "sampler=multitry", override, steps=12))
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]

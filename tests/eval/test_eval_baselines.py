@@ -22,8 +22,7 @@ from presto.engines.token_sampling import log_softmax
 from presto.engines.toy import ToyEngine
 from presto.samplers.chain import BlockSchedule
 from presto.samplers.randomness import ChainKey
-from tests.conftest import run_cli, write_toy_table
-from tests.test_cli import toy_args
+from tests.conftest import run_cli, toy_args, write_toy_table
 
 VOCAB, N = 3, 3
 SAMPLES = 3000

@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from presto.eval.runs import RunData, compare, pair_chains, paired_values, speedup
-from tests.conftest import PROJECT_ROOT, run_cli, write_toy_table
-from tests.test_cli import toy_args
+from tests.conftest import PROJECT_ROOT, run_cli, toy_args, write_toy_table
 
 COMPARE = PROJECT_ROOT / "scripts" / "compare_runs.py"
 

@@ -7,8 +7,7 @@ import json
 import pytest
 
 from presto.cli import options_first
-from tests.conftest import run_cli
-from tests.test_cli import toy_args
+from tests.conftest import run_cli, toy_args
 
 
 def sweep(toy_table, tmp_path, *launcher):

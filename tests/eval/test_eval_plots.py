@@ -10,8 +10,7 @@ import pytest
 
 from presto.eval.plots import epsilon_rounded, epsilon_shares, tree_layout
 from presto.eval.runs import chain_progress, find_runs
-from tests.conftest import PROJECT_ROOT, run_cli, write_toy_table
-from tests.test_cli import toy_args
+from tests.conftest import PROJECT_ROOT, run_cli, toy_args, write_toy_table
 
 PNG = b"\x89PNG\r\n\x1a\n"
 

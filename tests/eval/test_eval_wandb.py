@@ -10,8 +10,7 @@ import sys
 import pytest
 
 from presto.eval.wandb_logger import resolve_mode
-from tests.conftest import MAIN
-from tests.test_cli import toy_args
+from tests.conftest import MAIN, toy_args
 
 
 def test_mode_is_offline_without_a_key():

@@ -105,6 +105,17 @@ def find_runs(root: str | Path) -> list[RunData]:
     return [load_run(p) for p in paths]
 
 
+def load_runs(paths: Sequence[Path]) -> list[RunData]:
+    """Every run under ``paths``; a ValueError with one line when a path or all runs are missing."""
+    missing = [str(p) for p in paths if not Path(p).is_dir()]
+    if missing:
+        raise ValueError(f"no such directory: {', '.join(missing)}")
+    runs = [run for path in paths for run in find_runs(path)]
+    if not runs:
+        raise ValueError(f"no run directory (with summary.json) under {' '.join(map(str, paths))}")
+    return runs
+
+
 def pair_chains(baseline: RunData, variant: RunData) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Chains of the two runs matched by (prompt_id, chain), in the baseline's order.
 
