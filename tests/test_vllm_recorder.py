@@ -1,0 +1,56 @@
+"""The vLLM logits recorder's arithmetic: right statistics, and the same bits in any batch.
+
+A PreSTO call decodes a row beside tens of others while the sequential chain decodes it
+alone, so a row's statistics must not depend on which rows share its step.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+import torch
+
+if importlib.util.find_spec("vllm") is None:
+    pytest.skip("vLLM is not installed (scripts/install.sh installs the CPU build)", allow_module_level=True)
+
+from presto.engines.vllm_recorder import CHUNK_ROWS, row_statistics
+
+VOCAB = 49152  # SmolLM2's: above torch's grain size, so its reductions run on several threads
+TEMPERATURES = (0.5, 0.25, 0.5, 1.0, 0.3)  # a MultiTryMH row: its own temperature, the set; 0.3 takes exp
+
+
+@pytest.fixture(scope="module")
+def logits() -> torch.Tensor:
+    generator = torch.Generator().manual_seed(0)
+    z = torch.randn(2 * CHUNK_ROWS + 3, VOCAB, generator=generator) * 4
+    z[1, :100] = float("-inf")  # masked tokens
+    return z
+
+
+def test_statistics_match_a_float64_reference(logits):
+    lse1, entropy, lse_t = row_statistics(logits, TEMPERATURES)
+    z = logits.to(torch.float64)
+    p = torch.softmax(z, dim=-1)
+    reference_entropy = -(p * torch.log_softmax(z, dim=-1)).nan_to_num().sum(-1)
+    assert torch.allclose(torch.tensor(lse1, dtype=torch.float64), torch.logsumexp(z, -1), rtol=0, atol=1e-12)
+    assert torch.allclose(torch.tensor(entropy, dtype=torch.float64), reference_entropy, rtol=0, atol=1e-10)
+    for column, t in enumerate(TEMPERATURES):
+        got = torch.tensor([row[column] for row in lse_t], dtype=torch.float64)
+        assert torch.allclose(got, torch.logsumexp(z / t, -1), rtol=0, atol=1e-12)
+    assert [row[3] for row in lse_t] == lse1  # t = 1 is LSE(z) itself
+    assert [row[0] for row in lse_t] == [row[2] for row in lse_t]  # a repeated temperature, one value
+
+
+@pytest.mark.parametrize("size", [1, 2, 3, CHUNK_ROWS])
+def test_a_row_gets_the_same_bits_in_any_chunk(logits, size):
+    whole = row_statistics(logits, TEMPERATURES)
+    for start in range(0, len(logits), size):
+        part = row_statistics(logits[start : start + size], TEMPERATURES)
+        for got, expected in zip(part, whole, strict=True):
+            assert got == expected[start : start + size]
+
+
+def test_rows_without_temperatures_get_empty_columns(logits):
+    lse1, entropy, lse_t = row_statistics(logits[:3], ())
+    assert lse_t == [[], [], []] and len(lse1) == len(entropy) == 3
