@@ -155,6 +155,44 @@ def test_without_timings_it_plans_like_bfs_and_then_learns_the_cost(tmp_path):
     assert [s for s in seen if s["max_depths"] > 1][-1]["costs"] is not None
 
 
+def test_proposals_an_earlier_round_generated_cost_nothing(tmp_path):
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=4))
+    kernel = kernel_for("powermh")
+    key = ChainKey(0, 0, 0)
+    root, _ = run_chain(kernel, engine, SequentialStepper(), [], key, BlockSchedule(16, 16, 3))
+
+    def inputs(depth):
+        return key.decision(0, 3 + depth)
+
+    cuts = [kernel.cut(root, inputs(d)) for d in range(6)]
+    suffixes = np.array([root.length - cut for cut in cuts], dtype=float)
+    traversal = PredictiveTraversal(None, True, FixedCost(1.0, 0.5))
+    traversal.plan(kernel, root, inputs, 6, 6)
+    np.testing.assert_allclose(traversal.last_plan["costs"], 1.0 + 0.5 * np.cumsum(suffixes))
+    reused = {r for d in (0, 2) for r in kernel.requests((), root, cuts[d], inputs(d))}
+    traversal.plan(kernel, root, inputs, 6, 6, reusable=reused)
+    suffixes[[0, 2]] = 0.0
+    np.testing.assert_allclose(traversal.last_plan["costs"], 1.0 + 0.5 * np.cumsum(suffixes))
+
+
+def test_a_prefetch_round_hands_the_planner_what_the_block_generated(tmp_path):
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=4))
+    kernel, prompt, seen = kernel_for("powermh"), [1, 2], []
+
+    class Recording(BreadthFirst):
+        def plan(self, kernel, root, inputs, depth_cap, budget, reusable=()):
+            seen.append(set(reusable))
+            return super().plan(kernel, root, inputs, depth_cap, budget, reusable)
+
+    generated = []
+    original = engine.generate
+    engine.generate = lambda batch: generated.extend(batch) or original(batch)
+    run_chain(kernel, engine, PrefetchStepper(Recording(), 3), prompt, ChainKey(1, 0, 0), BlockSchedule(16, 16, 12))
+    assert len(seen) > 2 and seen[0] == set()
+    relative = {r.prefix[len(prompt) :] for r in generated if r.prefix[: len(prompt)] == tuple(prompt)}
+    assert seen[-1] and {r.prefix for r in seen[-1]} <= relative
+
+
 def test_cost_model_recovers_a_linear_law_and_leans_on_decode_steps_when_it_cannot():
     model = CallCostModel(min_calls=4, prior_calls=0.5)
     rng = np.random.default_rng(0)

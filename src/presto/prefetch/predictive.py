@@ -42,13 +42,14 @@ deferred node anyway (the next call resumes there with the same random inputs).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from presto.config import ConfigError
+from presto.engines.base import SuffixRequest
 from presto.predictor.features import feature_matrix
 from presto.predictor.hotload import HotPredictor, Predictor
 from presto.prefetch.allocation import best_depth_count, shared_request_realization
@@ -198,6 +199,7 @@ class PredictiveTraversal(Traversal):
         inputs: Callable[[int], DecisionInputs],
         depth_cap: int,
         budget: int,
+        reusable: Collection[SuffixRequest] = (),
     ) -> dict[int, int]:
         depths = min(budget, depth_cap)
         cuts = [kernel.cut(root, inputs(d)) for d in range(depths)]
@@ -219,12 +221,15 @@ class PredictiveTraversal(Traversal):
             repeats = root.logq if not kernel.extra_temperatures else None
             path_dependent = predictor is not None and not PATH_FEATURES.isdisjoint(predictor.feature_names)
             realize = shared_request_realization(cuts, root.length, branch, repeats, path_dependent)
+            # What the call would generate: proposals an earlier round of the block already
+            # made (typically the long suffixes of small cuts) are reused, not generated.
             lengths = [
-                [r.num_new_tokens for r in set(kernel.requests((), root, cut, inputs(d)))] for d, cut in enumerate(cuts)
+                [r.num_new_tokens for r in set(kernel.requests((), root, cut, inputs(d))) if r not in reusable]
+                for d, cut in enumerate(cuts)
             ]
             tokens = np.cumsum([sum(group) for group in lengths])
-            longest = np.maximum.accumulate([max(group) for group in lengths])
-            costs = self.cost_model.predict(tokens, longest)
+            longest = np.maximum.accumulate([max(group, default=0) for group in lengths])
+            costs = self.cost_model.predict(tokens, np.maximum(longest, 1))
             count = best_depth_count(realize, costs)
             info.update(realize=realize.tolist(), costs=None if costs is None else costs.tolist())
         info["depths"] = count

@@ -11,6 +11,7 @@ speculated one); the next round resumes there with the same random inputs.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Any
 
 from presto.engines.base import SuffixRequest, SuffixResult
@@ -42,6 +43,7 @@ class PrefetchStepper:
     def run_block(self, kernel, engine, prompt_ids, state, key, stage, steps, trace: ChainTrace):
         done = 0
         generated: dict[SuffixRequest, SuffixResult] = {}  # this block's proposals, by request
+        reusable: set[SuffixRequest] = set()  # the same requests without the prompt, for the planner
         while done < steps:
             root, start = state, done
             depth_cap = steps - done
@@ -49,7 +51,7 @@ class PrefetchStepper:
             def inputs(depth: int, start: int = start):
                 return key.decision(stage, start + depth)
 
-            plan = self.traversal.plan(kernel, root, inputs, depth_cap, self.budget)
+            plan = self.traversal.plan(kernel, root, inputs, depth_cap, self.budget, reusable=reusable)
             if 0 not in plan or len(plan) > self.budget or max(plan) >= depth_cap:
                 raise RuntimeError(f"{self.traversal.name} planned depths {sorted(plan)} outside the rules")
             requests = {d: kernel.requests(prompt_ids, root, cut, inputs(d)) for d, cut in sorted(plan.items())}
@@ -60,6 +62,7 @@ class PrefetchStepper:
             batch = list(dict.fromkeys(r for r in wanted if r not in generated))
             before = engine.stats.snapshot()
             generated.update(zip(batch, engine.generate(batch), strict=True))
+            reusable.update(replace(r, prefix=r.prefix[len(prompt_ids) :]) for r in batch)
             flat = [generated[r] for r in wanted]
             call_time_s = engine.stats.call_time_s - before.call_time_s
             observe = getattr(self.traversal, "observe_call", None)
@@ -107,6 +110,7 @@ class PrefetchStepper:
                         "model_call": bool(batch),  # False when every proposal was reused
                         "requests": len(flat),
                         "generated_requests": len(batch),
+                        **({"plan": plan_info} if (plan_info := getattr(self.traversal, "last_plan", None)) else {}),
                         "nodes": log_tree(kernel, root, plan, results, inputs, path, depth_cap, self.max_logged_nodes),
                     }
                 )

@@ -19,9 +19,10 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from typing import Any, ClassVar
 
+from presto.engines.base import SuffixRequest
 from presto.samplers.kernel import Kernel
 from presto.samplers.randomness import DecisionInputs
 from presto.samplers.state import ChainState
@@ -45,8 +46,14 @@ class Traversal(ABC):
         inputs: Callable[[int], DecisionInputs],
         depth_cap: int,
         budget: int,
+        reusable: Collection[SuffixRequest] = (),
     ) -> dict[int, int]:
-        """Map each depth to request (0 always included) to its speculative cut."""
+        """Map each depth to request (0 always included) to its speculative cut.
+
+        ``reusable``: requests an earlier round of the block already generated, as
+        ``kernel.requests((), ...)`` builds them (prefixes without the prompt); the call
+        will not generate them again, so a cost-aware rule counts them as free.
+        """
 
 
 class BreadthFirst(Traversal):
@@ -54,7 +61,7 @@ class BreadthFirst(Traversal):
 
     name = "bfs"
 
-    def plan(self, kernel, root, inputs, depth_cap, budget):
+    def plan(self, kernel, root, inputs, depth_cap, budget, reusable=()):
         return {depth: kernel.cut(root, inputs(depth)) for depth in range(min(budget, depth_cap))}
 
 
