@@ -1,6 +1,6 @@
 """MultiTryMH: its requests, exact detailed balance, its law on the toy engine, PreSTO exactness.
 
-Reference quantities come from the toy table in closed form (tests/test_entropycut.py's
+Reference quantities come from the toy table in closed form (tests/toy_model.py's
 ToyModel), not from the kernel: the mixture proposal density of a suffix, the importance
 weights, and the one-step kernel by enumerating every tuple of candidates and references.
 """
@@ -23,8 +23,8 @@ from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain
 from presto.samplers.multitry import DEFAULT_TEMPERATURES, MultiTryMH
 from presto.samplers.randomness import ChainKey
 from tests.conftest import run_cli, toy_args, write_toy_table
-from tests.test_entropycut import CachedToyEngine, FixedInputs, ToyModel, cli_chains
 from tests.test_law import chi_square_pvalue
+from tests.toy_model import CachedToyEngine, FixedInputs, ToyModel, cli_chains
 
 VOCAB, N, K, ALPHA, TAU = 3, 4, 100, 2.0, 0.5
 TEMPS = DEFAULT_TEMPERATURES

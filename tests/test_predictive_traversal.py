@@ -14,7 +14,7 @@ from presto.config import ConfigError, SamplerSettings
 from presto.engines.toy import ToyEngine
 from presto.predictor import DEFAULT_CHECKPOINT
 from presto.predictor.hotload import CHECKPOINT_FORMAT, HotPredictor, PredictorError, load_predictor
-from presto.prefetch.predictive import CallCostModel, PredictiveTraversal
+from presto.prefetch.predictive import CallCostModel, PredictiveTraversal, ReachCalibration
 from presto.prefetch.presto import PrefetchStepper
 from presto.prefetch.traversal import TRAVERSALS, BreadthFirst
 from presto.samplers import build_kernel
@@ -191,6 +191,30 @@ def test_a_prefetch_round_hands_the_planner_what_the_block_generated(tmp_path):
     assert len(seen) > 2 and seen[0] == set()
     relative = {r.prefix[len(prompt) :] for r in generated if r.prefix[: len(prompt)] == tuple(prompt)}
     assert seen[-1] and {r.prefix for r in seen[-1]} <= relative
+
+
+def test_reach_calibration_recovers_how_much_farther_walks_go():
+    rng = np.random.default_rng(0)
+    predicted = 0.8 ** np.arange(12)  # the DP's reach probabilities, too pessimistic:
+    calibration = ReachCalibration(min_pairs=20)  # the walk continues with probability 0.8 ** 0.5
+    np.testing.assert_allclose(calibration.apply(predicted), predicted)  # no data, no change
+    for _ in range(400):
+        realized = 1
+        while realized < len(predicted) and rng.random() < 0.8**0.5:
+            realized += 1
+        calibration.observe(predicted, realized)
+    assert calibration.gamma == pytest.approx(0.5, abs=0.06)
+    assert calibration.apply(predicted)[0] == 1.0
+
+
+def test_predictive_rounds_feed_the_calibration(tmp_path):
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=4))
+    traversal = PredictiveTraversal(None, True, FixedCost(1.0, 0.01), ReachCalibration(min_pairs=5))
+    run_chain(
+        kernel_for("powermh"), engine, PrefetchStepper(traversal, 8), [], ChainKey(0, 0, 0), BlockSchedule(16, 16, 150)
+    )
+    assert len(traversal.reach_calibration.pairs) >= 5 and traversal.reach_calibration.gamma != 1.0
+    assert traversal.last_plan["reach_gamma"] > 0
 
 
 def test_cost_model_recovers_a_linear_law_and_leans_on_decode_steps_when_it_cannot():

@@ -20,6 +20,9 @@ decide is how MANY depths to request. This rule:
    in trees.jsonl and computed by the same function; an accepted proposal keeps deeper
    depths feasible as far as it repeats the root's tokens, which it does with the
    probability the root's stored log q gives);
+   The reach probabilities are then calibrated online against realized walks
+   (:class:`ReachCalibration`: one exponent, fitted by maximum likelihood on which
+   requested depths the walks of earlier rounds decided);
 2. predicts the cost of a call carrying depths 0..m-1 with a model fitted online to the
    engine's measured call times, t = a + b * (tokens generated) + c * (longest suffix)
    (non-negative least squares; a batched decode costs about one step per token of the
@@ -42,7 +45,7 @@ deferred node anyway (the next call resumes there with the same random inputs).
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -110,10 +113,47 @@ class CallCostModel:
         return a + b * np.asarray(tokens, dtype=np.float64) + c * np.asarray(longest, dtype=np.float64)
 
 
+class ReachCalibration:
+    """Online calibration of the predicted reach probabilities against realized walks.
+
+    The realization DP's reach probabilities inherit the predictor's biases (it was
+    trained on other trees, other prompts). Each round shows, for every requested depth
+    d, whether the walk decided transition d; this fits one exponent gamma by maximum
+    likelihood so that ``p ** gamma`` matches those outcomes (gamma < 1 lifts a too
+    pessimistic tail, gamma > 1 lowers an optimistic one; p = 1 at depth 0 stays 1).
+    One parameter, so a few rounds suffice; no change before ``min_pairs`` outcomes.
+    """
+
+    def __init__(self, min_pairs: int = 20, window: int = 2048) -> None:
+        self.min_pairs = min_pairs
+        self.pairs: deque[tuple[float, int]] = deque(maxlen=window)
+        self.gamma = 1.0
+
+    def observe(self, predicted: Sequence[float], realized: int) -> None:
+        """``predicted[d]``: reach probability of each requested depth; ``realized``: transitions walked."""
+        self.pairs.extend((float(p), int(d < realized)) for d, p in enumerate(predicted) if 0.0 < p < 1.0)
+        if len(self.pairs) < self.min_pairs:
+            return
+        from scipy.optimize import minimize_scalar
+
+        data = np.asarray(self.pairs)
+        log_p, reached = np.log(np.clip(data[:, 0], 1e-9, 1 - 1e-9)), data[:, 1]
+
+        def loss(gamma: float) -> float:
+            q = np.clip(np.exp(gamma * log_p), 1e-12, 1 - 1e-12)
+            return -float(np.sum(reached * np.log(q) + (1 - reached) * np.log1p(-q)))
+
+        self.gamma = float(minimize_scalar(loss, bounds=(0.05, 20.0), method="bounded").x)
+
+    def apply(self, predicted: np.ndarray) -> np.ndarray:
+        return np.power(np.clip(predicted, 0.0, 1.0), self.gamma)
+
+
 # One watcher per checkpoint and one cost model per process: run.py builds a traversal per
 # chain, and both should carry over from chain to chain (one process drives one engine).
 _HOT: dict[str, HotPredictor] = {}
 _COSTS: dict[tuple[int, int, float], CallCostModel] = {}
+_REACH: dict[str | None, ReachCalibration] = {}
 
 
 def resolve_predictor_path(value: Any) -> Path | None:
@@ -137,10 +177,12 @@ class PredictiveTraversal(Traversal):
         predictor: HotPredictor | Predictor | None = None,
         cost_aware: bool = True,
         cost_model: CallCostModel | None = None,
+        reach_calibration: ReachCalibration | None = None,
     ) -> None:
         self.predictor = predictor
         self.cost_aware = bool(cost_aware)
         self.cost_model = cost_model or CallCostModel()
+        self.reach_calibration = reach_calibration or ReachCalibration()
         self.last_plan: dict[str, Any] = {}
 
     @classmethod
@@ -166,11 +208,18 @@ class PredictiveTraversal(Traversal):
             predictor = _HOT[key]
         key = (min_calls, window, float(prior_calls))
         cost_model = _COSTS.setdefault(key, CallCostModel(min_calls, window, float(prior_calls)))
-        return cls(predictor, cost_aware, cost_model)
+        calibration = _REACH.setdefault(None if path is None else str(path), ReachCalibration())
+        return cls(predictor, cost_aware, cost_model, calibration)
 
     def observe_call(self, record: dict[str, Any]) -> None:
         """Called by the PrefetchStepper after each engine call with its measured time."""
         self.cost_model.observe(record["generated_tokens"], record["longest_suffix"], record["call_time_s"])
+
+    def observe_round(self, realized: int) -> None:
+        """Called by the PrefetchStepper after each walk with the transitions it realized."""
+        predicted = self.last_plan.get("realize_raw")
+        if predicted is not None:
+            self.reach_calibration.observe(predicted[: self.last_plan["depths"]], realized)
 
     def current_predictor(self) -> Predictor | None:
         if isinstance(self.predictor, HotPredictor):
@@ -230,8 +279,14 @@ class PredictiveTraversal(Traversal):
             tokens = np.cumsum([sum(group) for group in lengths])
             longest = np.maximum.accumulate([max(group, default=0) for group in lengths])
             costs = self.cost_model.predict(tokens, np.maximum(longest, 1))
-            count = best_depth_count(realize, costs)
-            info.update(realize=realize.tolist(), costs=None if costs is None else costs.tolist())
+            calibrated = self.reach_calibration.apply(realize)
+            count = best_depth_count(calibrated, costs)
+            info.update(
+                realize=calibrated.tolist(),
+                realize_raw=realize.tolist(),
+                reach_gamma=self.reach_calibration.gamma,
+                costs=None if costs is None else costs.tolist(),
+            )
         info["depths"] = count
         self.last_plan = info
         return {d: cuts[d] for d in range(count)}

@@ -98,6 +98,9 @@ class PrefetchStepper:
                 raise RuntimeError("a prefetch round realized no transition (depth 0 must always be valid)")
             done += len(path)
             trace.rounds += 1
+            observe_round = getattr(self.traversal, "observe_round", None)
+            if observe_round is not None:  # learns how far walks really go (plans never change the chain)
+                observe_round(len(path))
             if self.on_round is not None:
                 self.on_round(
                     {
