@@ -66,5 +66,12 @@ for dtype in ${DTYPES:-bfloat16 float32}; do
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 done
 
+# 3. How a call's time grows with its rows on this GPU (what bounds every PreSTO speedup).
+echo -e "\n## call cost vs rows" | tee -a "$report"
+python scripts/call_cost.py engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null \
+    engine.gpu_memory_utilization=0.85 "${model_args[@]}" "$@" 2>&1 |
+    grep -v -E "^(\(|INFO|WARNING|DEBUG)" | tee -a "$report"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
+
 echo -e "\nfigures: $report and $out/benchmark_*.json (status ${status})" | tee -a "$report"
 exit "$status"

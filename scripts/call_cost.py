@@ -1,0 +1,72 @@
+"""How one model call's time grows with the rows it decodes, on this machine and engine.
+
+    python scripts/call_cost.py                        # embedded default engine, rows 1 4 7 14 28 56 140
+    python scripts/call_cost.py --rows 1 20 engine=hf  # any Hydra override of conf/ applies
+
+PreSTO trades fewer calls for wider ones, so its speedup is bounded by how flat this
+curve is: a call of N_pf requests costs "s/call x" times a one-request call. Each call
+here generates ``--tokens`` tokens per row from one cached prompt, with distinct seeds,
+once at the PowerMH temperature alone and once with MultiTryMH's extra temperatures
+(whose statistics the vLLM recorder computes per row). It prints seconds per call, per
+decode step and the ratio to the one-row call.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+PROJECT_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(PROJECT_ROOT / "src"))
+sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rows", type=int, nargs="+", default=[1, 4, 7, 14, 28, 56, 140], help="rows per call")
+    parser.add_argument("--tokens", type=int, default=64, help="new tokens per row")
+    parser.add_argument("--prompt-tokens", type=int, default=200, help="length of the shared prompt")
+    args, overrides = parser.parse_known_args(argv)
+    if min(args.rows) < 1 or args.tokens < 1 or args.prompt_tokens < 1:
+        parser.error("--rows, --tokens and --prompt-tokens must be >= 1")
+    from omegaconf import OmegaConf
+
+    from benchmark import compose
+    from presto.cli import check_group_choices, with_default_engine
+    from presto.engines import build_engine
+    from presto.engines.base import SuffixRequest
+    from presto.samplers.multitry import DEFAULT_TEMPERATURES
+
+    overrides = with_default_engine(overrides)
+    check_group_choices(PROJECT_ROOT / "conf", overrides)
+    cfg = compose(overrides)
+    engine_cfg, model_cfg = (OmegaConf.to_container(group, resolve=True) for group in (cfg.engine, cfg.model))
+    engine = build_engine(engine_cfg, model_cfg)
+    prompt = tuple(range(100, 100 + args.prompt_tokens))
+    # Warm-up of the measured shape; the prompt's KV is cached from here on.
+    engine.generate([SuffixRequest(prompt, args.tokens, 0.25, 0, extra) for extra in ((), DEFAULT_TEMPERATURES)])
+    print(f"engine={cfg.engine.name} model={cfg.model.path} tokens/row={args.tokens} prompt={args.prompt_tokens}")
+    print(f"{'temperatures':>12} {'rows':>5} {'call s':>8} {'ms/step':>8} {'x 1 row':>8}")
+    seed = 1
+    for extra in ((), DEFAULT_TEMPERATURES):
+        single = None
+        for rows in args.rows:
+            requests = [SuffixRequest(prompt, args.tokens, 0.25, seed + i, extra) for i in range(rows)]
+            seed += rows
+            start = time.perf_counter()
+            engine.generate(requests)
+            seconds = time.perf_counter() - start
+            single = single or seconds
+            label = "0.25" if not extra else "0.25+" + ",".join(f"{t:g}" for t in extra)
+            print(
+                f"{label:>12} {rows:>5} {seconds:>8.3f} {1000 * seconds / args.tokens:>8.1f} {seconds / single:>7.2f}x",
+                flush=True,
+            )
+    engine.close()
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main(sys.argv[1:]))
