@@ -42,11 +42,19 @@ def compose(overrides: list[str]):
         return hydra_compose(config_name="config", overrides=overrides)
 
 
+def load_config(overrides: list[str]):
+    """(overrides with the default engine filled in, composed config); bad group choices exit with one line."""
+    from presto.cli import check_group_choices, with_default_engine
+
+    overrides = with_default_engine(overrides)
+    check_group_choices(PROJECT_ROOT / "conf", overrides)
+    return overrides, compose(overrides)
+
+
 def main(argv: list[str]) -> int:
     args, overrides = parse_args(argv)
     from omegaconf import OmegaConf
 
-    from presto.cli import check_group_choices, with_default_engine
     from presto.config import validate, validate_sampler
     from presto.prefetch.presto import PrefetchStepper
     from presto.prefetch.traversal import TRAVERSALS
@@ -54,9 +62,7 @@ def main(argv: list[str]) -> int:
     from presto.samplers import build_kernel
     from presto.samplers.chain import BlockSchedule, SequentialStepper
 
-    overrides = with_default_engine(overrides)
-    check_group_choices(PROJECT_ROOT / "conf", overrides)
-    cfg = compose(overrides)
+    overrides, cfg = load_config(overrides)
     settings = validate(cfg)
     samplers = args.samplers or [settings.sampler.name]
     task, problems, engine = load_task_and_engine(cfg, settings)

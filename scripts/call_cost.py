@@ -31,19 +31,14 @@ def main(argv: list[str]) -> int:
     args, overrides = parser.parse_known_args(argv)
     if min(args.rows) < 1 or args.tokens < 1 or args.prompt_tokens < 1:
         parser.error("--rows, --tokens and --prompt-tokens must be >= 1")
-    from omegaconf import OmegaConf
 
-    from benchmark import compose
-    from presto.cli import check_group_choices, with_default_engine
-    from presto.engines import build_engine
+    from benchmark import load_config
     from presto.engines.base import SuffixRequest
+    from presto.runner.run import engine_from_config
     from presto.samplers.multitry import DEFAULT_TEMPERATURES
 
-    overrides = with_default_engine(overrides)
-    check_group_choices(PROJECT_ROOT / "conf", overrides)
-    cfg = compose(overrides)
-    engine_cfg, model_cfg = (OmegaConf.to_container(group, resolve=True) for group in (cfg.engine, cfg.model))
-    engine = build_engine(engine_cfg, model_cfg)
+    _, cfg = load_config(overrides)
+    engine = engine_from_config(cfg)
     prompt = tuple(range(100, 100 + args.prompt_tokens))
     # Warm-up of the measured shape; the prompt's KV is cached from here on.
     engine.generate([SuffixRequest(prompt, args.tokens, 0.25, 0, extra) for extra in ((), DEFAULT_TEMPERATURES)])

@@ -171,6 +171,8 @@ def row_statistics(logits: torch.Tensor, temperatures: tuple[float, ...]) -> tup
         k = round(1.0 / t)
         exp_scaled = power(k) if 2 <= k <= MAX_POWER and abs(k * t - 1.0) < 1e-12 else torch.exp(y / t)
         by_temperature[t] = top[:, 0] / t + torch.log(exp_scaled.sum(-1))
-    columns = torch.stack([by_temperature[t] for t in temperatures], dim=-1) if temperatures else None
-    lse_t = columns.tolist() if columns is not None else [[] for _ in range(len(z))]
+    if temperatures:
+        lse_t = torch.stack([by_temperature[t] for t in temperatures], dim=-1).tolist()
+    else:
+        lse_t = [[] for _ in range(len(z))]
     return lse1.tolist(), entropy.tolist(), lse_t

@@ -183,7 +183,7 @@ class PredictiveTraversal(Traversal):
         self.cost_aware = bool(cost_aware)
         self.cost_model = cost_model or CallCostModel()
         self.reach_calibration = reach_calibration or ReachCalibration()
-        self.last_plan: dict[str, Any] = {}
+        self.last_plan: dict[str, Any] | None = None
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> PredictiveTraversal:
@@ -217,7 +217,7 @@ class PredictiveTraversal(Traversal):
 
     def observe_round(self, realized: int) -> None:
         """Called by the PrefetchStepper after each walk with the transitions it realized."""
-        predicted = self.last_plan.get("realize_raw")
+        predicted = self.last_plan.get("realize_raw") if self.last_plan else None
         if predicted is not None:
             self.reach_calibration.observe(predicted[: self.last_plan["depths"]], realized)
 

@@ -65,9 +65,8 @@ class PrefetchStepper:
             reusable.update(replace(r, prefix=r.prefix[len(prompt_ids) :]) for r in batch)
             flat = [generated[r] for r in wanted]
             call_time_s = engine.stats.call_time_s - before.call_time_s
-            observe = getattr(self.traversal, "observe_call", None)
-            if observe is not None and batch:  # cost-aware rules learn what a call costs (plans never change the chain)
-                observe(
+            if batch:  # a cost-aware rule learns what a call costs
+                self.traversal.observe_call(
                     {
                         "call_time_s": call_time_s,
                         "generated_tokens": engine.stats.generated_tokens - before.generated_tokens,
@@ -98,9 +97,7 @@ class PrefetchStepper:
                 raise RuntimeError("a prefetch round realized no transition (depth 0 must always be valid)")
             done += len(path)
             trace.rounds += 1
-            observe_round = getattr(self.traversal, "observe_round", None)
-            if observe_round is not None:  # learns how far walks really go (plans never change the chain)
-                observe_round(len(path))
+            self.traversal.observe_round(len(path))  # a predictive rule learns how far walks really go
             if self.on_round is not None:
                 self.on_round(
                     {
@@ -113,7 +110,7 @@ class PrefetchStepper:
                         "model_call": bool(batch),  # False when every proposal was reused
                         "requests": len(flat),
                         "generated_requests": len(batch),
-                        **({"plan": plan_info} if (plan_info := getattr(self.traversal, "last_plan", None)) else {}),
+                        **({"plan": self.traversal.last_plan} if self.traversal.last_plan is not None else {}),
                         "nodes": log_tree(kernel, root, plan, results, inputs, path, depth_cap, self.max_logged_nodes),
                     }
                 )

@@ -30,6 +30,8 @@ from presto.samplers.state import ChainState
 
 class Traversal(ABC):
     name: str = "traversal"
+    last_plan: dict[str, Any] | None = None
+    """What the latest plan was based on (logged with its round in trees.jsonl); None: nothing to log."""
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> Traversal:
@@ -54,6 +56,14 @@ class Traversal(ABC):
         ``kernel.requests((), ...)`` builds them (prefixes without the prompt); the call
         will not generate them again, so a cost-aware rule counts them as free.
         """
+
+    # Feedback from the PrefetchStepper; rules that learn override these. A plan may use
+    # what they learned, the chain never does (any plan is exact).
+    def observe_call(self, record: dict[str, Any]) -> None:  # noqa: B027 - most rules learn nothing
+        """After a round's engine call: call_time_s, generated_tokens, unique_requests, longest_suffix."""
+
+    def observe_round(self, realized: int) -> None:  # noqa: B027 - most rules learn nothing
+        """After a round's walk: the number of transitions it realized."""
 
 
 class BreadthFirst(Traversal):

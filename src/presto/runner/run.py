@@ -200,10 +200,14 @@ def load_task_and_engine(cfg: DictConfig, settings: RunSettings) -> tuple[Task, 
         dataset_cfg["seed"] = settings.seed
     task = build_task(dataset_cfg)
     problems = task.load()[: settings.num_prompts]
-    engine = build_engine(
+    return task, problems, engine_from_config(cfg)
+
+
+def engine_from_config(cfg: DictConfig) -> Engine:
+    """The engine of ``cfg.engine`` serving ``cfg.model``."""
+    return build_engine(
         OmegaConf.to_container(cfg.engine, resolve=True), OmegaConf.to_container(cfg.model, resolve=True)
     )
-    return task, problems, engine
 
 
 def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
