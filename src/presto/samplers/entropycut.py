@@ -47,7 +47,7 @@ from numbers import Real
 import numpy as np
 
 from presto.config import ConfigError
-from presto.engines.base import SuffixRequest, SuffixResult
+from presto.engines.base import SuffixResult
 from presto.samplers.kernel import Decision, Kernel, metropolis_accept
 from presto.samplers.powermh import suffix_log_ratio
 from presto.samplers.randomness import DecisionInputs
@@ -130,12 +130,6 @@ class EntropyCut(Kernel):
 
     def cut(self, state: ChainState, inputs: DecisionInputs) -> int:
         return invert_cut_cdf(self.cut_law(state), inputs.cut_uniform)
-
-    def requests(
-        self, prompt_ids: Sequence[int], state: ChainState, cut: int, inputs: DecisionInputs
-    ) -> list[SuffixRequest]:
-        prefix = tuple(prompt_ids) + tuple(int(t) for t in state.tokens[:cut])
-        return [SuffixRequest(prefix, state.length - cut, self.tau, inputs.suffix_seed, self.extra_temperatures)]
 
     def log_ratio(self, state: ChainState, proposal: ChainState, cut: int) -> float:
         """log of the acceptance ratio: the suffix MH ratio plus log p_y(c) - log p_x(c)."""

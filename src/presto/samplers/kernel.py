@@ -41,6 +41,11 @@ def metropolis_accept(log_ratio: float, uniform: float) -> tuple[bool, float]:
     return accepted, log_accept
 
 
+def proposal_prefix(prompt_ids: Sequence[int], state: ChainState, cut: int) -> tuple[int, ...]:
+    """What a proposal at ``cut`` conditions on: the prompt, then the state's first ``cut`` tokens."""
+    return tuple(prompt_ids) + tuple(int(t) for t in state.tokens[:cut])
+
+
 class Kernel(ABC):
     """One MH transition of a suffix-resampling sampler targeting p0^alpha."""
 
@@ -63,10 +68,19 @@ class Kernel(ABC):
     @abstractmethod
     def cut(self, state: ChainState, inputs: DecisionInputs) -> int: ...
 
-    @abstractmethod
     def requests(
         self, prompt_ids: Sequence[int], state: ChainState, cut: int, inputs: DecisionInputs
-    ) -> list[SuffixRequest]: ...
+    ) -> list[SuffixRequest]:
+        """One suffix of the cut's length at tau with the decision's seed (PowerMH, EntropyCut)."""
+        return [
+            SuffixRequest(
+                proposal_prefix(prompt_ids, state, cut),
+                state.length - cut,
+                self.tau,
+                inputs.suffix_seed,
+                self.extra_temperatures,
+            )
+        ]
 
     @abstractmethod
     def decide(
@@ -76,7 +90,7 @@ class Kernel(ABC):
     def extension_request(self, prompt_ids: Sequence[int], state: ChainState, new_tokens: int, seed: int):
         """Request that extends the state by one block at the proposal temperature."""
         return SuffixRequest(
-            tuple(prompt_ids) + tuple(int(t) for t in state.tokens),
+            proposal_prefix(prompt_ids, state, state.length),
             new_tokens,
             self.tau,
             seed,

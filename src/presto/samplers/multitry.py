@@ -50,7 +50,7 @@ import numpy as np
 
 from presto.config import ConfigError
 from presto.engines.base import SuffixRequest, SuffixResult
-from presto.samplers.kernel import Decision, Kernel, metropolis_accept
+from presto.samplers.kernel import Decision, Kernel, metropolis_accept, proposal_prefix
 from presto.samplers.powermh import uniform_cut
 from presto.samplers.randomness import DecisionInputs
 from presto.samplers.state import ChainState
@@ -160,7 +160,7 @@ class MultiTryMH(Kernel):
     def requests(
         self, prompt_ids: Sequence[int], state: ChainState, cut: int, inputs: DecisionInputs
     ) -> list[SuffixRequest]:
-        prefix = tuple(prompt_ids) + tuple(int(t) for t in state.tokens[:cut])
+        prefix = proposal_prefix(prompt_ids, state, cut)
         temperatures, seeds = self.proposal_draws(inputs)
         return [
             SuffixRequest(prefix, state.length - cut, t, seed, self.temperatures)

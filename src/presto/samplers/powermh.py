@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from presto.engines.base import SuffixRequest, SuffixResult
+from presto.engines.base import SuffixResult
 from presto.samplers.kernel import Decision, Kernel, metropolis_accept
 from presto.samplers.randomness import DecisionInputs
 from presto.samplers.state import ChainState
@@ -31,12 +31,6 @@ class PowerMH(Kernel):
 
     def cut(self, state: ChainState, inputs: DecisionInputs) -> int:
         return uniform_cut(state.length, inputs.cut_uniform)
-
-    def requests(
-        self, prompt_ids: Sequence[int], state: ChainState, cut: int, inputs: DecisionInputs
-    ) -> list[SuffixRequest]:
-        prefix = tuple(prompt_ids) + tuple(int(t) for t in state.tokens[:cut])
-        return [SuffixRequest(prefix, state.length - cut, self.tau, inputs.suffix_seed, self.extra_temperatures)]
 
     def decide(self, state: ChainState, cut: int, results: Sequence[SuffixResult], inputs: DecisionInputs) -> Decision:
         proposal = state.splice(cut, results[0])
