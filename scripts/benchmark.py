@@ -22,13 +22,26 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))
 
 
+def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(the script's own arguments, Hydra overrides), which may come in any order.
+
+    argparse alone cannot tell ``--n-pf 20 engine=hf`` apart (``nargs="+"`` would take
+    ``engine=hf`` as a budget), so overrides (``key=value``, ``+key=value``, ``~key``) are
+    set aside first and the rest is parsed strictly: a mistyped option is an error.
+    """
+    is_override = [not a.startswith("-") and ("=" in a or a.startswith("~")) for a in argv]
+    own = [a for a, flag in zip(argv, is_override, strict=True) if not flag]
+    return own, [a for a, flag in zip(argv, is_override, strict=True) if flag]
+
+
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n-pf", type=int, nargs="+", default=[5, 10, 20], help="PreSTO budgets to compare")
     parser.add_argument("--traversals", nargs="+", default=["bfs"], help="PreSTO traversal rules to compare")
     parser.add_argument("--samplers", nargs="+", default=None, help="samplers (default: the config's)")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
-    return parser.parse_known_args(argv)
+    own, overrides = split_overrides(argv)
+    return parser.parse_args(own), overrides
 
 
 def compose(overrides: list[str]):

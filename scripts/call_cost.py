@@ -1,7 +1,7 @@
 """How one model call's time grows with the rows it decodes, on this machine and engine.
 
     python scripts/call_cost.py                        # embedded default engine, rows 1 4 7 14 28 56 140
-    python scripts/call_cost.py --rows 1 20 engine=hf  # any Hydra override of conf/ applies
+    python scripts/call_cost.py --rows 1 20 engine=hf  # any Hydra override of conf/ applies, in any order
 
 PreSTO trades fewer calls for wider ones, so its speedup is bounded by how flat this
 curve is: a call of N_pf requests costs "s/call x" times a one-request call. Each call
@@ -28,7 +28,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 4, 7, 14, 28, 56, 140], help="rows per call")
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per row")
     parser.add_argument("--prompt-tokens", type=int, default=200, help="length of the shared prompt")
-    args, overrides = parser.parse_known_args(argv)
+    from benchmark import split_overrides
+
+    own, overrides = split_overrides(argv)
+    args = parser.parse_args(own)
     if min(args.rows) < 1 or args.tokens < 1 or args.prompt_tokens < 1:
         parser.error("--rows, --tokens and --prompt-tokens must be >= 1")
 
@@ -43,7 +46,8 @@ def main(argv: list[str]) -> int:
     # Warm-up of the measured shape; the prompt's KV is cached from here on.
     engine.generate([SuffixRequest(prompt, args.tokens, 0.25, 0, extra) for extra in ((), DEFAULT_TEMPERATURES)])
     print(f"engine={cfg.engine.name} model={cfg.model.path} tokens/row={args.tokens} prompt={args.prompt_tokens}")
-    print(f"{'temperatures':>12} {'rows':>5} {'call s':>8} {'ms/step':>8} {'x 1 row':>8}")
+    reference = "x 1 row" if args.rows[0] == 1 else f"x {args.rows[0]} rows"  # ratios are to the first call
+    print(f"{'temperatures':>12} {'rows':>5} {'call s':>8} {'ms/step':>8} {reference:>10}")
     seed = 1
     for extra in ((), DEFAULT_TEMPERATURES):
         single = None
@@ -56,7 +60,7 @@ def main(argv: list[str]) -> int:
             single = single or seconds
             label = "0.25" if not extra else "0.25+" + ",".join(f"{t:g}" for t in extra)
             print(
-                f"{label:>12} {rows:>5} {seconds:>8.3f} {1000 * seconds / args.tokens:>8.1f} {seconds / single:>7.2f}x",
+                f"{label:>12} {rows:>5} {seconds:>8.3f} {1000 * seconds / args.tokens:>8.1f} {seconds / single:>9.2f}x",
                 flush=True,
             )
     engine.close()
