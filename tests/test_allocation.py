@@ -13,6 +13,7 @@ from presto.prefetch.allocation import (
     AllocationProgram,
     PrefetchTree,
     best_depth_count,
+    expected_reused_tokens,
     expected_transitions,
     expected_transitions_recursive,
     node_bfs,
@@ -21,6 +22,7 @@ from presto.prefetch.allocation import (
     reaching_weights,
     rounded_branch_probability,
     shared_request_realization,
+    shared_request_walk,
 )
 
 
@@ -241,3 +243,32 @@ def test_shared_request_realization_with_repeats_matches_simulation(seed):
     np.testing.assert_allclose(dp, hits / runs, atol=0.02)
     cut_level = shared_request_realization(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))
     assert np.all(dp >= cut_level - 1e-12)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_reused_tokens_match_path_enumeration(seed):
+    """Tokens a plan generates, the walk leaves undecided and the next round can reuse: DP vs enumeration."""
+    rng = np.random.default_rng(600 + seed)
+    length, depths = 12, int(rng.integers(2, 8))
+    cuts = rng.integers(length, size=depths).tolist()
+    h = rng.random(depths)
+    tokens = rng.integers(1, 30, size=depths).astype(float)
+    realize, deferred = shared_request_walk(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))
+    np.testing.assert_allclose(
+        realize, shared_request_realization(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))
+    )
+    reused = expected_reused_tokens(cuts, deferred, tokens)
+
+    # Enumerate every walk of a plan of depths 0..plan-1, accept/reject at each decided depth.
+    def walk(d, agree, p, plan):
+        if d == plan:
+            return 0.0
+        if cuts[d] > agree:
+            return p * sum(tokens[j] for j in range(d + 1, plan) if cuts[j] <= agree)
+        return walk(d + 1, cuts[d], p * h[d], plan) + walk(d + 1, agree, p * (1 - h[d]), plan)
+
+    np.testing.assert_allclose(reused, [walk(0, length, 1.0, plan) for plan in range(1, depths + 1)], atol=1e-12)
+    assert reused[0] == 0.0 and np.all(np.diff(reused) >= -1e-12)
+    # A walk that never accepts is never deferred: nothing to reuse.
+    _, never = shared_request_walk(cuts, length, lambda d, c, m, a: np.zeros(len(m)))
+    np.testing.assert_allclose(expected_reused_tokens(cuts, never, tokens), 0.0)

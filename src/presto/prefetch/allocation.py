@@ -267,7 +267,23 @@ def shared_request_realization(
     repeat_logq: np.ndarray | None = None,
     path_dependent: bool = True,
 ) -> np.ndarray:
-    """P(the walk decides transition d) for each planned depth d.
+    """P(the walk decides transition d) for each planned depth d (see :func:`shared_request_walk`)."""
+    return shared_request_walk(cuts, length, branch, repeat_logq, path_dependent)[0]
+
+
+def shared_request_walk(
+    cuts: Sequence[int],
+    length: int,
+    branch: BranchFn,
+    repeat_logq: np.ndarray | None = None,
+    path_dependent: bool = True,
+) -> tuple[np.ndarray, list[dict[int, float]]]:
+    """(P(the walk decides transition d) per planned depth d, the law of where it is deferred).
+
+    The second item holds, per depth s, the probability mass of walks deferred at s by
+    the agreement L they stop with (``{L: p}``, ``c_s > L``): the next round is rooted
+    at that state, so a request of this round at a deeper depth j is reusable there
+    exactly when ``c_j <= L`` (:func:`expected_reused_tokens`).
 
     A node at depth d can decide when its state still holds the root's first c_d tokens.
     The DP carries, per path, its probability and (m, L, a): the node's cut index m (the
@@ -292,12 +308,16 @@ def shared_request_realization(
     """
     cuts = [int(c) for c in cuts]
     realize = np.zeros(len(cuts))
+    deferred: list[dict[int, float]] = [{} for _ in cuts]
     grid = sorted({*cuts, int(length)})
     if repeat_logq is not None:
         prefix = np.concatenate([[0.0], np.cumsum(np.asarray(repeat_logq, dtype=np.float64))])
     states: dict[tuple[int, int, int], float] = {(int(length), int(length), 0): 1.0}
     for d, cut in enumerate(cuts):
         live = [(key, p) for key, p in states.items() if cut <= key[1] and p > 1e-12]
+        for (_, agree, _), p in states.items():
+            if cut > agree:
+                deferred[d][agree] = deferred[d].get(agree, 0.0) + p
         if not live:
             break
         node_cuts = np.array([key[0] for key, _ in live], dtype=np.int64)
@@ -326,7 +346,30 @@ def shared_request_realization(
                 moved = (cut, v, a + 1) if path_dependent else (int(length), v, 0)
                 nxt[moved] += p * h_differ * q
         states = nxt
-    return realize
+    return realize, deferred
+
+
+def expected_reused_tokens(
+    cuts: Sequence[int], deferred: Sequence[dict[int, float]], tokens: Sequence[float]
+) -> np.ndarray:
+    """For each plan of depths 0..m-1: expected tokens it generates that the walk leaves undecided
+    but the next round can reuse.
+
+    ``tokens[j]``: what depth j's request would generate in this call. A walk deferred
+    at depth s < m with agreement L leaves depths s+1..m-1 undecided (s itself is
+    re-requested from a prefix it no longer shares), and the next round, rooted at that
+    state, reuses those with ``c_j <= L`` (requests are pure functions of their prefix).
+    """
+    cuts = np.asarray(cuts, dtype=np.int64)
+    tokens = np.asarray(tokens, dtype=np.float64)
+    reused = np.zeros(len(cuts))
+    for s, law in enumerate(deferred):
+        for agree, p in law.items():
+            # Reusable tokens of depths s+1..j for every plan end j, weighted by this deferral.
+            kept = np.where(cuts <= agree, tokens, 0.0)
+            kept[: s + 1] = 0.0
+            reused += p * np.cumsum(kept)
+    return reused
 
 
 def best_depth_count(realize: np.ndarray, costs: np.ndarray | None) -> int:

@@ -26,7 +26,10 @@ decide is how MANY depths to request. This rule:
 2. predicts the cost of a call carrying depths 0..m-1 with a model fitted online to the
    engine's measured call times, t = a + b * (tokens generated) + c * (longest suffix)
    (non-negative least squares; a batched decode costs about one step per token of the
-   longest row plus a per-row share);
+   longest row plus a per-row share), less the tokens of requests the walk is predicted
+   to leave undecided that the next round can still reuse (the DP also gives where walks
+   are deferred, and a deeper request survives when its cut is within the deferred
+   state's agreement with the root);
 3. requests the m that maximizes predicted transitions per predicted second.
 
 With ``cost_aware: false`` (or before the cost model has seen enough calls) it requests
@@ -55,7 +58,7 @@ from presto.config import ConfigError
 from presto.engines.base import SuffixRequest
 from presto.predictor.features import feature_matrix
 from presto.predictor.hotload import HotPredictor, Predictor
-from presto.prefetch.allocation import best_depth_count, shared_request_realization
+from presto.prefetch.allocation import best_depth_count, expected_reused_tokens, shared_request_walk
 from presto.prefetch.traversal import Traversal
 from presto.prefetch.tree import PATH_FEATURES, node_features
 from presto.samplers.kernel import Kernel
@@ -105,6 +108,11 @@ class CallCostModel:
         target = np.concatenate([data[:, 2], weight * prior])
         coef, _ = nnls(system, target)
         self.coef = coef / scale
+
+    @property
+    def token_cost(self) -> float:
+        """Fitted seconds per generated token (b); 0 before the first fit."""
+        return 0.0 if self.coef is None else float(self.coef[1])
 
     def predict(self, tokens: np.ndarray, longest: np.ndarray) -> np.ndarray | None:
         if self.coef is None:
@@ -269,16 +277,23 @@ class PredictiveTraversal(Traversal):
             # get the cut-level bound instead.
             repeats = root.logq if not kernel.extra_temperatures else None
             path_dependent = predictor is not None and not PATH_FEATURES.isdisjoint(predictor.feature_names)
-            realize = shared_request_realization(cuts, root.length, branch, repeats, path_dependent)
+            realize, deferred = shared_request_walk(cuts, root.length, branch, repeats, path_dependent)
             # What the call would generate: proposals an earlier round of the block already
             # made (typically the long suffixes of small cuts) are reused, not generated.
             lengths = [
                 [r.num_new_tokens for r in set(kernel.requests((), root, cut, inputs(d))) if r not in reusable]
                 for d, cut in enumerate(cuts)
             ]
-            tokens = np.cumsum([sum(group) for group in lengths])
+            depth_tokens = [sum(group) for group in lengths]
+            tokens = np.cumsum(depth_tokens)
             longest = np.maximum.accumulate([max(group, default=0) for group in lengths])
             costs = self.cost_model.predict(tokens, np.maximum(longest, 1))
+            if costs is not None:
+                # A depth this walk leaves undecided is not lost when the next round can reuse
+                # it: its generated tokens are then not paid again. Without this credit the
+                # rule under-requests (deep requests look like pure waste).
+                reused = expected_reused_tokens(cuts, deferred, depth_tokens)
+                costs = costs - self.cost_model.token_cost * reused
             calibrated = self.reach_calibration.apply(realize)
             count = best_depth_count(calibrated, costs)
             info.update(
@@ -286,6 +301,7 @@ class PredictiveTraversal(Traversal):
                 realize_raw=realize.tolist(),
                 reach_gamma=self.reach_calibration.gamma,
                 costs=None if costs is None else costs.tolist(),
+                reused_tokens=None if costs is None else reused.tolist(),
             )
         info["depths"] = count
         self.last_plan = info
