@@ -153,7 +153,11 @@ def test_tokens_depend_on_seed_not_on_batch(engine, prompt):
     for request, result in zip(requests, together, strict=True):
         (alone,) = engine.generate([request])
         np.testing.assert_array_equal(alone.tokens, result.tokens)
-        np.testing.assert_allclose(alone.logq, result.logq, rtol=0, atol=1e-5)
+        if on_cpu():  # batch-invariant by default there: the same bits (tests/test_vllm_invariance.py)
+            for name in ("logp0", "logq", "logq_extra", "entropy"):
+                np.testing.assert_array_equal(getattr(alone, name), getattr(result, name), err_msg=name)
+        else:
+            np.testing.assert_allclose(alone.logq, result.logq, rtol=0, atol=1e-5)
     shuffled = engine.generate(requests[::-1])[::-1]
     for a, b in zip(together, shuffled, strict=True):
         np.testing.assert_array_equal(a.tokens, b.tokens)
@@ -218,6 +222,8 @@ def test_settings_are_checked_before_vllm_starts(model_dirs, engine):
         VLLMEngine(model_dirs[0], nonsense=1)
     with pytest.raises(ConfigError, match=r"engine\.dtype"):
         VLLMEngine(model_dirs[0], dtype="float64")
+    with pytest.raises(ConfigError, match=r"engine\.batch_invariant must be true, false or auto"):
+        VLLMEngine(model_dirs[0], batch_invariant="yes")
     with pytest.raises(ConfigError, match=r"engine\.max_num_batched_tokens"):
         VLLMEngine(model_dirs[0], max_num_batched_tokens=512, max_model_len=1024)
     other = "cuda" if on_cpu() else "cpu"

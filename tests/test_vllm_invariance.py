@@ -1,0 +1,63 @@
+"""vLLM on the CPU, embedded SmolLM2: a request's statistics are the same bits alone and in any batch.
+
+This is what makes PreSTO chains on vLLM equal the sequential ones token for token and
+decision for decision: out of the box, vLLM-CPU's split-KV decode attention and oneDNN's
+one-row GEMM kernel make a row's log-probabilities depend (in the last bits) on how many
+rows are decoded beside it (presto.engines.vllm_cpu_invariance). The tiny test model is
+too small to hit those kernels, so this uses the real embedded model, in float32 and
+bfloat16. Skipped only when vLLM is not installed, or not the CPU build.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+if importlib.util.find_spec("vllm") is None:
+    pytest.skip("vLLM is not installed (scripts/install.sh installs the CPU build)", allow_module_level=True)
+
+from presto.engines.base import SuffixRequest
+from presto.models import resolve_model_dir
+
+pytestmark = pytest.mark.slow
+
+STATISTICS = ("tokens", "logp0", "logq", "logq_extra", "entropy")
+
+
+@pytest.fixture(scope="module", params=["float32", "bfloat16"])
+def engine(request):
+    from vllm.platforms import current_platform
+
+    if not current_platform.is_cpu():
+        pytest.skip("CPU invariance; on a GPU batch_invariant selects vLLM's own kernels")
+    from presto.engines.vllm import VLLMEngine
+
+    engine = VLLMEngine(
+        resolve_model_dir("smollm2-135m-instruct"),
+        dtype=request.param,
+        kv_cache_memory_bytes=256 * 2**20,
+        max_model_len=1024,
+    )
+    assert engine.batch_invariant  # the CPU default
+    yield engine
+    engine.close()
+
+
+def test_statistics_are_bit_identical_alone_and_in_any_batch(engine):
+    messages = [{"role": "user", "content": "Write a Python function that returns the n-th prime number."}]
+    prompt = tuple(engine.encode_prompt(messages))
+    sequence = (*prompt, *engine.generate([SuffixRequest(prompt, 40, 0.25, 1)])[0].tokens.tolist())
+    extra = (0.25, 0.5, 1.0)
+    # The proposal of a PreSTO round's depth, at a late cut (its suffix outlives the others' ones).
+    target = SuffixRequest(sequence[: len(prompt) + 30], 24, 0.25, 12345, extra)
+    (alone,) = engine.generate([target])
+    siblings = [SuffixRequest(sequence[: len(prompt) + 4 * i], 6 + 3 * i, 0.25, 700 + i, extra) for i in range(6)]
+    same_prefix = [SuffixRequest(target.prefix, 24, t, 900 + i, extra) for i, t in enumerate((0.25, 0.5, 1.0))]
+    for batch in ([*siblings[:1], target], [*siblings, target], [target, *same_prefix], [*same_prefix, target]):
+        result = engine.generate(batch)[batch.index(target)]
+        for name in STATISTICS:
+            np.testing.assert_array_equal(
+                getattr(result, name), getattr(alone, name), err_msg=f"{name}, batch {len(batch)}"
+            )
