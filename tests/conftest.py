@@ -54,6 +54,11 @@ def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None)
 
 def toy_args(table, run_dir, *extra, steps: int = 6):
     """CLI arguments of a small toy-engine run (2 prompts x 2 chains, n=8, B=4) into ``run_dir``."""
+    return (*toy_overrides(table, steps=steps), f"hydra.run.dir={run_dir}", *extra)
+
+
+def toy_overrides(table, steps: int = 6) -> tuple[str, ...]:
+    """Config overrides of the small toy setting (2 prompts x 2 chains, n=8, B=4, K=steps)."""
     return (
         "engine=toy",
         "model=toy",
@@ -65,6 +70,4 @@ def toy_args(table, run_dir, *extra, steps: int = 6):
         "sampler.max_new_tokens=8",
         "sampler.block_size=4",
         f"sampler.steps={steps}",
-        f"hydra.run.dir={run_dir}",
-        *extra,
     )

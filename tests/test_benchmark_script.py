@@ -7,7 +7,7 @@ import os
 import subprocess
 import sys
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, toy_overrides
 
 SCRIPT = PROJECT_ROOT / "scripts" / "benchmark.py"
 
@@ -17,21 +17,6 @@ def run_script(*args: str, cwd) -> subprocess.CompletedProcess:
     return subprocess.run(
         [sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300, cwd=cwd, env=env
     )
-
-
-def toy_overrides(table) -> list[str]:
-    return [
-        "engine=toy",
-        "model=toy",
-        f"engine.table={table}",
-        "dataset=toy",
-        "experiment=none",
-        "dataset.num_prompts=2",
-        "run.chains_per_prompt=2",
-        "sampler.max_new_tokens=8",
-        "sampler.block_size=4",
-        "sampler.steps=6",
-    ]
 
 
 def test_benchmark_compares_every_setting_with_identical_chains(toy_table, tmp_path):
