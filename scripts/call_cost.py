@@ -28,14 +28,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 4, 7, 14, 28, 56, 140], help="rows per call")
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per row")
     parser.add_argument("--prompt-tokens", type=int, default=200, help="length of the shared prompt")
-    from benchmark import split_overrides
+    from benchmark import load_config, split_overrides
 
     own, overrides = split_overrides(argv)
     args = parser.parse_args(own)
     if min(args.rows) < 1 or args.tokens < 1 or args.prompt_tokens < 1:
         parser.error("--rows, --tokens and --prompt-tokens must be >= 1")
 
-    from benchmark import load_config
     from presto.engines.base import SuffixRequest
     from presto.runner.run import engine_from_config
     from presto.samplers.multitry import DEFAULT_TEMPERATURES

@@ -21,7 +21,6 @@ from presto.prefetch.allocation import (
     predicted_branch_probability,
     reaching_weights,
     rounded_branch_probability,
-    shared_request_realization,
     shared_request_walk,
 )
 
@@ -179,12 +178,12 @@ def test_oracle_dominates_bfs_and_predicted_allocations(seed):
 
 
 @pytest.mark.parametrize("seed", range(20))
-def test_shared_request_realization_matches_path_enumeration(seed):
+def test_shared_request_walk_realization_matches_path_enumeration(seed):
     rng = np.random.default_rng(400 + seed)
     length, depths = 12, int(rng.integers(1, 8))
     cuts = rng.integers(length, size=depths).tolist()
     h = rng.random(depths)
-    realize = shared_request_realization(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))
+    realize = shared_request_walk(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))[0]
     # Direct enumeration: sum over accept/reject prefixes of their probability, stopping at deferrals.
     expected = np.zeros(depths)
     for d in range(depths):
@@ -200,7 +199,7 @@ def test_shared_request_realization_matches_path_enumeration(seed):
                 expected[d] += p
     np.testing.assert_allclose(realize, expected, atol=1e-12)
     assert realize[0] == 1.0 and np.all(np.diff(realize) <= 1e-12)
-    all_reject = shared_request_realization(cuts, length, lambda d, c, m, a: np.zeros(len(m)))
+    all_reject = shared_request_walk(cuts, length, lambda d, c, m, a: np.zeros(len(m)))[0]
     np.testing.assert_allclose(all_reject, 1.0)
 
 
@@ -212,17 +211,17 @@ def test_best_depth_count_maximizes_rate_and_reduces_to_all_depths_without_costs
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_shared_request_realization_with_repeats_matches_simulation(seed):
+def test_shared_request_walk_realization_with_repeats_matches_simulation(seed):
     """Proposals that repeat the root's tokens keep deeper depths feasible: DP vs Monte Carlo."""
     rng = np.random.default_rng(500 + seed)
     length, depths = 10, 6
     cuts = rng.integers(length, size=depths).tolist()
     logq = np.log(rng.uniform(0.5, 1.0, size=length))
     h = rng.uniform(0.2, 0.9, size=depths)
-    dp = shared_request_realization(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]), repeat_logq=logq)
-    merged = shared_request_realization(
+    dp = shared_request_walk(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]), repeat_logq=logq)[0]
+    merged = shared_request_walk(
         cuts, length, lambda d, c, m, a: np.full(len(m), h[d]), repeat_logq=logq, path_dependent=False
-    )
+    )[0]
     np.testing.assert_allclose(merged, dp, atol=1e-12)
     runs, hits = 20000, np.zeros(depths)
     for _ in range(runs):
@@ -241,7 +240,7 @@ def test_shared_request_realization_with_repeats_matches_simulation(seed):
             if identical or accepted:
                 agree = repeat
     np.testing.assert_allclose(dp, hits / runs, atol=0.02)
-    cut_level = shared_request_realization(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))
+    cut_level = shared_request_walk(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))[0]
     assert np.all(dp >= cut_level - 1e-12)
 
 
@@ -253,10 +252,7 @@ def test_reused_tokens_match_path_enumeration(seed):
     cuts = rng.integers(length, size=depths).tolist()
     h = rng.random(depths)
     tokens = rng.integers(1, 30, size=depths).astype(float)
-    realize, deferred = shared_request_walk(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))
-    np.testing.assert_allclose(
-        realize, shared_request_realization(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))
-    )
+    _, deferred = shared_request_walk(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))
     reused = expected_reused_tokens(cuts, deferred, tokens)
 
     # Enumerate every walk of a plan of depths 0..plan-1, accept/reject at each decided depth.

@@ -22,7 +22,7 @@ served by ONE request, and a call covers whole depths. A plan is a prefix of dep
 {0, ..., m-1}; the walk realizes transition d when every accepted proposal above it kept
 the root's first c_d tokens: at the cut level, when the smallest cut accepted so far is
 >= c_d, and beyond it when the accepted suffixes happen to repeat the root's tokens.
-:func:`shared_request_realization` computes P(transition d is realized) by a dynamic
+:func:`shared_request_walk` computes P(transition d is realized) by a dynamic
 program over (depth, node cut, agreement with the root, accepts so far).
 
 Everything here is pure numpy over small trees; the oracle replay (scripts/oracle_bound.py),
@@ -258,17 +258,6 @@ def node_bfs(tree: PrefetchTree, budget: int, depth_cap: int, spend_below_deferr
 
 BranchFn = Callable[[int, int, np.ndarray, np.ndarray], np.ndarray]
 """(depth d, cut c_d, node cuts, accepts on path) -> predicted P(accept) per DP state."""
-
-
-def shared_request_realization(
-    cuts: Sequence[int],
-    length: int,
-    branch: BranchFn,
-    repeat_logq: np.ndarray | None = None,
-    path_dependent: bool = True,
-) -> np.ndarray:
-    """P(the walk decides transition d) for each planned depth d (see :func:`shared_request_walk`)."""
-    return shared_request_walk(cuts, length, branch, repeat_logq, path_dependent)[0]
 
 
 def shared_request_walk(

@@ -14,7 +14,7 @@ an oracle node-level allocation could reach with the same requests. What is left
 decide is how MANY depths to request. This rule:
 
 1. predicts, for each candidate depth d, the probability that the walk decides
-   transition d (:func:`~presto.prefetch.allocation.shared_request_realization`: a DP
+   transition d (:func:`~presto.prefetch.allocation.shared_request_walk`: a DP
    over (depth, node cut, agreement with the root, accepts) with h_hat from the
    predictor's class probabilities of each state's node features, the features logged
    in trees.jsonl and computed by the same function; an accepted proposal keeps deeper
