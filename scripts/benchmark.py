@@ -8,6 +8,13 @@ every PreSTO setting, so machine noise hits all settings alike. It prints, per s
 speedup in summed model-call time over the sequential chain, its decomposition (reduction
 in calls x time-per-call ratio), transitions per call, and the fraction of chains identical
 to the sequential ones (1.0 on a deterministic engine). Figures go to a JSON file too.
+
+A second table puts each PreSTO setting's walk beside the oracle: the transitions one
+prefetch round realized on average, and the expected transitions per round of the
+node-level oracle (Proposition 2's DP with the true acceptance probabilities) and of this
+codebase's one-request-per-depth BFS, replayed on the trees the BFS run of the same
+sampler and budget logged (scripts/oracle_bound.py; its own rounds when no BFS run is
+there, where depths that run did not request count as unavailable).
 """
 
 from __future__ import annotations
@@ -20,6 +27,10 @@ from pathlib import Path
 
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))
+sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
+
+REPLAY_LOGGED_NODES = 1024
+"""Tree nodes logged per round for the oracle replay (a truncated tree lowers every replayed row)."""
 
 
 def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
@@ -71,7 +82,7 @@ def main(argv: list[str]) -> int:
     from presto.config import validate, validate_sampler
     from presto.prefetch.presto import PrefetchStepper
     from presto.prefetch.traversal import TRAVERSALS
-    from presto.runner.run import load_task_and_engine, sample_chain
+    from presto.runner.run import load_task_and_engine, sample_chain, warn_if_not_exact
     from presto.samplers import build_kernel
     from presto.samplers.chain import BlockSchedule, SequentialStepper
 
@@ -79,6 +90,7 @@ def main(argv: list[str]) -> int:
     settings = validate(cfg)
     samplers = args.samplers or [settings.sampler.name]
     task, problems, engine = load_task_and_engine(cfg, settings)
+    warn_if_not_exact(engine)  # the "identical" column then says how often it mattered
     traversals = {}
     for name in args.traversals:
         options = OmegaConf.to_container(compose([*overrides, f"traversal={name}"]).traversal, resolve=True)
@@ -92,13 +104,16 @@ def main(argv: list[str]) -> int:
         schedule = BlockSchedule(sampler_settings.max_new_tokens, sampler_settings.block_size, sampler_settings.steps)
         setups = [("sequential", 1)] + [(t, n) for t in args.traversals for n in args.n_pf]
         records: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
+        rounds: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
         for problem in problems:
             for chain in range(settings.chains_per_prompt):
                 for traversal, n_pf in setups:
                     stepper = (
                         SequentialStepper()
                         if traversal == "sequential"
-                        else PrefetchStepper(traversals[traversal], n_pf)
+                        else PrefetchStepper(
+                            traversals[traversal], n_pf, rounds[(traversal, n_pf)].append, REPLAY_LOGGED_NODES
+                        )
                     )
                     record = sample_chain(engine, kernel, stepper, task, problem, chain, settings.seed, schedule)
                     records[(traversal, n_pf)].append(record)
@@ -136,6 +151,7 @@ def main(argv: list[str]) -> int:
                     "discarded_per_call": sum(r["discarded_requests"] for r in recs) / calls,
                     "unique_requests_per_call": sum(r["unique_requests"] for r in recs) / calls,
                     "loglik_mean": sum(r["loglik"] for r in recs) / len(recs),
+                    **walk_versus_oracle(rounds, traversal, n_pf),
                 }
             )
     metrics = engine.metrics()
@@ -146,6 +162,30 @@ def main(argv: list[str]) -> int:
     out.write_text(json.dumps({"overrides": overrides, "rows": rows, "engine_metrics": metrics}, indent=2))
     print(f"figures written to {out}")
     return 0
+
+
+def walk_versus_oracle(rounds: dict[tuple[str, int], list[dict]], traversal: str, n_pf: int) -> dict:
+    """Transitions per prefetch round: realized by this setting, expected for the oracle and for BFS.
+
+    The expectations replay the BFS run's trees at the same budget when there is one (it
+    generated every depth up to N_pf, so no node the oracle might pick is missing).
+    """
+    own = rounds[(traversal, n_pf)]
+    if traversal == "sequential" or not own:
+        return {}
+    from oracle_bound import replay_rounds
+
+    source = "bfs" if rounds.get(("bfs", n_pf)) else traversal
+    replayed = replay_rounds(rounds[(source, n_pf)], [n_pf], predictor=None)
+    expected = {row["method"]: row["transitions_per_call"] for row in replayed["rows"]}
+    return {
+        "rounds": len(own),
+        "transitions_per_round": sum(r["realized"] for r in own) / len(own),
+        "oracle_transitions_per_round": expected["oracle"],
+        "bfs_expected_transitions_per_round": expected["shared-bfs"],
+        "oracle_replayed_on": source,
+        "replayed_rounds_with_truncated_trees": replayed["rounds_with_truncated_logs"],
+    }
 
 
 def print_table(rows: list[dict], cfg, metrics: dict) -> None:
@@ -167,6 +207,22 @@ def print_table(rows: list[dict], cfg, metrics: dict) -> None:
             f"{r['transitions_per_call']:>11.2f}{r['time_per_call_s']:>8.3f}{r['speedup']:>8.2f}x"
             f"{r['call_reduction']:>7.2f}x{r['time_per_call_ratio']:>8.2f}x{r['identical_chains']:>10.2f}"
         )
+    walks = [r for r in rows if "transitions_per_round" in r]
+    if walks:
+        print(
+            "\nMH transitions per prefetch round: realized, and expected with the true acceptance "
+            "probabilities for the node-level oracle (Proposition 2 DP) and for one-request-per-depth BFS"
+        )
+        header = f"{'sampler':<11}{'traversal':<11}{'n_pf':>5}{'rounds':>8}{'realized':>10}{'oracle':>8}{'bfs E':>8}"
+        print(header)
+        print("-" * len(header))
+        for r in walks:
+            print(
+                f"{r['sampler']:<11}{r['traversal']:<11}{r['n_pf']:>5}{r['rounds']:>8}"
+                f"{r['transitions_per_round']:>10.2f}{r['oracle_transitions_per_round']:>8.2f}"
+                f"{r['bfs_expected_transitions_per_round']:>8.2f}"
+                + (f"   (replayed on {r['oracle_replayed_on']} trees)" if r["oracle_replayed_on"] != "bfs" else "")
+            )
     if metrics:
         print("engine metrics: " + ", ".join(f"{k}={v:.3g}" for k, v in metrics.items()))
 

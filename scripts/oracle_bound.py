@@ -31,6 +31,7 @@ import json
 import math
 import sys
 from collections import deque
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -128,11 +129,21 @@ def predicted_h(predictor, logged: list) -> np.ndarray:
 
 
 def replay(files: list[Path], n_pf: list[int], predictor) -> dict[str, Any]:
+    """The replay of every round logged in ``files`` (trees.jsonl)."""
+    return replay_rounds(iter_rounds(files), n_pf, predictor)
+
+
+def replay_rounds(records: Iterable[dict[str, Any]], n_pf: list[int], predictor) -> dict[str, Any]:
+    """Expected transitions (and requests) per call of every method at every budget, averaged over rounds.
+
+    ``records`` are round records as trees.jsonl holds them (or as ``PrefetchStepper``'s
+    ``on_round`` hands them over); ``predictor`` None scores the predictive row with h = 1/2.
+    """
     max_budget = max(n_pf)
     sums = {name: np.zeros(len(n_pf)) for name, _, _ in METHODS}
     requests = {name: np.zeros(len(n_pf)) for name, _, _ in METHODS}
     rounds = truncated = short = realized = 0
-    for record in iter_rounds(files):
+    for record in records:
         tree, accept, logged, cap, cut_short = replay_tree(record, max_budget)
         rounds += 1
         truncated += cut_short
@@ -156,7 +167,7 @@ def replay(files: list[Path], n_pf: list[int], predictor) -> dict[str, Any]:
             sums["shared-bfs"][j] += float(weights[covered].sum())
             requests["shared-bfs"][j] += depths
     if rounds == 0:
-        raise SystemExit("no rounds in the given trees.jsonl files")
+        raise ValueError("no rounds to replay")
     rows = []
     for name, model, meaning in METHODS:
         for j, budget in enumerate(n_pf):
@@ -222,7 +233,10 @@ def main(argv: list[str]) -> int:
     n_pf = sorted(set(args.n_pf))
     if n_pf[0] < 1:
         raise SystemExit("--n-pf values must be >= 1")
-    result = replay(tree_files(args.runs), n_pf, predictor)
+    try:
+        result = replay(tree_files(args.runs), n_pf, predictor)
+    except ValueError as err:
+        raise SystemExit(f"{err} in the given trees.jsonl files") from None
     result["predictor"] = None if predictor is None else {"path": predictor.path, "fingerprint": predictor.fingerprint}
     print_table(result, n_pf)
     if args.out:

@@ -54,7 +54,21 @@ def test_benchmark_compares_every_setting_with_identical_chains(toy_table, tmp_p
         assert by_setting[(sampler, "bfs", 1)]["model_calls"] == sequential["model_calls"]
         assert by_setting[(sampler, "bfs", 5)]["model_calls"] < sequential["model_calls"]
         assert by_setting[(sampler, "bfs", 5)]["transitions_per_call"] > sequential["transitions_per_call"]
+    # Walk vs oracle (replayed on the BFS run's trees): one transition per round at N_pf=1;
+    # at N_pf=5 the node-level oracle cannot beat one request per depth, and nothing was cut off.
+    for (_sampler, traversal, n_pf), r in by_setting.items():
+        if traversal == "sequential":
+            assert "transitions_per_round" not in r
+            continue
+        assert r["oracle_replayed_on"] == "bfs" and r["replayed_rounds_with_truncated_trees"] == 0
+        if n_pf == 1:
+            assert r["transitions_per_round"] == r["oracle_transitions_per_round"] == 1.0
+            assert r["bfs_expected_transitions_per_round"] == 1.0
+        else:
+            assert 1.0 < r["oracle_transitions_per_round"] <= r["bfs_expected_transitions_per_round"] + 1e-9 <= 5
+            assert 1.0 <= r["transitions_per_round"] <= 5
     assert "identical" in done.stdout and f"figures written to {out}" in done.stdout
+    assert "MH transitions per prefetch round" in done.stdout
 
 
 def test_benchmark_refuses_a_mistyped_option(toy_table, tmp_path):

@@ -79,3 +79,31 @@ def test_presto_chains_equal_sequential_chains_in_float64(engine, prompt):
             state, trace = run_chain(kernel, engine, PrefetchStepper(BreadthFirst(), n_pf), prompt, key, schedule)
             np.testing.assert_array_equal(state.tokens, reference.tokens)
             assert trace.accepts == reference_trace.accepts
+
+
+def test_only_float64_is_reported_batch_invariant(engine, tmp_path):
+    assert engine.batch_variance() is None
+    float32 = HFEngine(make_tiny_model(tmp_path / "model32", seed=1), dtype="float32")
+    note = float32.batch_variance()
+    assert note is not None and "float32" in note and "engine.dtype=float64" in note
+
+
+@pytest.mark.parametrize(("dtype", "traversal", "warned"), [("float32", "bfs", True), ("float32", "sequential", False)])
+def test_a_presto_run_says_when_its_chains_may_not_equal_sequential_ones(tmp_path, dtype, traversal, warned):
+    from tests.conftest import run_cli
+
+    model = make_tiny_model(tmp_path / "tiny", seed=1)
+    result = run_cli(
+        "engine=hf",
+        f"engine.dtype={dtype}",
+        f"model.path={model}",
+        "dataset.num_prompts=1",
+        "sampler.max_new_tokens=4",
+        "sampler.block_size=4",
+        "sampler.steps=2",
+        f"traversal={traversal}",
+        f"hydra.run.dir={tmp_path / 'run'}",
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert ("WARNING: engine=hf in float32 is not batch-invariant" in result.stderr) == warned

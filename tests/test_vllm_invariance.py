@@ -40,7 +40,7 @@ def engine(request):
         kv_cache_memory_bytes=256 * 2**20,
         max_model_len=1024,
     )
-    assert engine.batch_invariant  # the CPU default
+    assert engine.batch_invariant and engine.batch_variance() is None  # the CPU default
     yield engine
     engine.close()
 
@@ -61,3 +61,14 @@ def test_statistics_are_bit_identical_alone_and_in_any_batch(engine):
             np.testing.assert_array_equal(
                 getattr(result, name), getattr(alone, name), err_msg=f"{name}, batch {len(batch)}"
             )
+
+
+@pytest.mark.parametrize("platform", ["cpu", "cuda"])
+def test_runs_without_batch_invariance_are_told_how_to_be_exact(platform):
+    from presto.engines.vllm import VLLMEngine
+
+    engine = VLLMEngine.__new__(VLLMEngine)  # the flag alone decides; no vLLM start needed
+    engine.platform, engine.batch_invariant = platform, False
+    assert "engine.batch_invariant=true is exact" in engine.batch_variance()
+    engine.batch_invariant = True
+    assert engine.batch_variance() is None

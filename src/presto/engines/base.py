@@ -121,6 +121,16 @@ class Engine(ABC):
     def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
         """Generate distinct requests in one batched pass (subclasses implement this)."""
 
+    def batch_variance(self) -> str | None:
+        """None when a request's results are bit-identical in any batch, else why not and what fixes it.
+
+        Batch invariance is what makes a PreSTO chain equal the sequential chain token for
+        token: the same request is generated alone in one and beside others in the other.
+        An engine whose rounding depends on the batch can flip an MH decision whose
+        uniform falls within that rounding of its acceptance probability.
+        """
+        return None
+
     # --- text side: engines that serve a real model override these -------------------
 
     def encode_prompt(self, messages: list[dict[str, str]], raw_prompt: str = "") -> list[int]:

@@ -69,6 +69,15 @@ class HFEngine(ChatText, Engine):
         self.model_dir = Path(model_dir)
         self._eos = eos_ids(self.tokenizer, getattr(self.model.generation_config, "eos_token_id", None))
 
+    def batch_variance(self) -> str | None:
+        if self.dtype == self._torch.float64:
+            return None
+        return (
+            f"engine=hf in {str(self.dtype).removeprefix('torch.')} is not batch-invariant (a row's rounding "
+            "depends on the other prefixes of its call, ~1e-5 in log p0), so a PreSTO chain can leave the "
+            "sequential one at an MH decision that close to its threshold; engine.dtype=float64 is exact"
+        )
+
     # --- model side --------------------------------------------------------------------
 
     def _forward(self, input_ids, cache, attention_mask=None, position_ids=None, logits_to_keep=1):

@@ -327,6 +327,16 @@ class VLLMEngine(ChatText, Engine):
         requests = [SuffixRequest(prefix[: len(prefix) // 2], 2, 0.5, 0, (1.0,)), SuffixRequest(prefix, 2, 1.0, 1)]
         self._generate(requests)
 
+    def batch_variance(self) -> str | None:
+        if self.batch_invariant:
+            return None
+        kernels = "vLLM's batch-invariant kernels, slower" if self.platform == "cuda" else "costs little on the CPU"
+        return (
+            "engine=vllm with engine.batch_invariant off: a row's logits depend on the batch by rounding, so a "
+            "PreSTO chain can leave the sequential one at an MH decision that close to its threshold; "
+            f"engine.batch_invariant=true is exact ({kernels})"
+        )
+
     # --- model side --------------------------------------------------------------------
 
     def _check_fits(self, num_tokens: int, what: str) -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -191,6 +192,13 @@ def sample_chain(
     return record
 
 
+def warn_if_not_exact(engine: Engine) -> None:
+    """Say, before any chain runs, when PreSTO chains may not equal sequential ones on this engine."""
+    variance = engine.batch_variance()
+    if variance is not None:
+        print(f"WARNING: {variance}", file=sys.stderr, flush=True)
+
+
 def load_task_and_engine(cfg: DictConfig, settings: RunSettings) -> tuple[Task, list[Problem], Engine]:
     """The task with its first ``dataset.num_prompts`` problems, then the engine (the slow part)."""
     from presto.tasks import build_task
@@ -218,6 +226,8 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     run_dir = Path(run_dir)
     RunWriter.check(run_dir, settings.resume)
     task, problems, engine = load_task_and_engine(cfg, settings)
+    if settings.traversal != "sequential" and isinstance(kernel, Kernel):
+        warn_if_not_exact(engine)
     writer = RunWriter(run_dir, settings.resume)
     logger = build_logger(
         OmegaConf.to_container(cfg.logger, resolve=True) if "logger" in cfg else None,
