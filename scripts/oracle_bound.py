@@ -232,11 +232,15 @@ def main(argv: list[str]) -> int:
         predictor = load_predictor(path)
     n_pf = sorted(set(args.n_pf))
     if n_pf[0] < 1:
-        raise SystemExit("--n-pf values must be >= 1")
+        raise SystemExit("error: --n-pf values must be >= 1")
     try:
-        result = replay(tree_files(args.runs), n_pf, predictor)
+        files = tree_files(args.runs)
+    except FileNotFoundError as err:
+        raise SystemExit(f"error: {err}") from None
+    try:
+        result = replay(files, n_pf, predictor)
     except ValueError as err:
-        raise SystemExit(f"{err} in the given trees.jsonl files") from None
+        raise SystemExit(f"error: {err} in the given trees.jsonl files") from None
     result["predictor"] = None if predictor is None else {"path": predictor.path, "fingerprint": predictor.fingerprint}
     print_table(result, n_pf)
     if args.out:

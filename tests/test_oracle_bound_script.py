@@ -1,0 +1,50 @@
+"""scripts/oracle_bound.py end to end: replay a toy run's trees; the bounds' order; bad input."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.conftest import PROJECT_ROOT, run_cli, toy_args
+
+SCRIPT = PROJECT_ROOT / "scripts" / "oracle_bound.py"
+
+
+def run_script(*args: str, cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=300, cwd=cwd)
+
+
+def test_replay_orders_the_allocations_as_the_theory_says(toy_table, tmp_path):
+    run_dir = tmp_path / "run"
+    settings = ("traversal=bfs", "budget.n_pf=5", "run.max_logged_nodes=1024")
+    done = run_cli(*toy_args(toy_table, run_dir, *settings, steps=12))
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = tmp_path / "oracle.json"
+    done = run_script(str(run_dir), "--n-pf", "1", "3", "5", "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert result["rounds"] > 0 and result["rounds_with_truncated_logs"] == 0
+    value = {(r["method"], r["n_pf"]): r["transitions_per_call"] for r in result["rows"]}
+    for method in ("bfs-paper", "bfs", "predictive", "oracle", "shared-bfs"):
+        assert value[(method, 1)] == 1.0  # depth 0 is always decided
+    for n_pf in (3, 5):
+        # One request per depth serves every feasible node there, so it bounds the node-level
+        # oracle, which bounds every node-level allocation; the paper's BFS wastes requests.
+        assert value[("shared-bfs", n_pf)] >= value[("oracle", n_pf)] - 1e-9
+        assert value[("oracle", n_pf)] >= max(value[("bfs", n_pf)], value[("predictive", n_pf)]) - 1e-9
+        assert value[("bfs", n_pf)] >= value[("bfs-paper", n_pf)] - 1e-9
+        assert value[("shared-bfs", n_pf)] <= n_pf
+    assert value[("oracle", 5)] > value[("oracle", 1)]
+    # The logged walk decided between one and N_pf transitions per round.
+    assert 1.0 <= result["realized_transitions_per_call_in_the_logged_run"] <= 5.0
+    assert "shared-bfs" in done.stdout
+
+
+def test_missing_or_empty_runs_are_one_line_errors(tmp_path):
+    done = run_script(str(tmp_path / "missing"), cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.strip().startswith("error: no such run directory")
+    (tmp_path / "empty").mkdir()
+    (tmp_path / "empty" / "trees.jsonl").write_text("")
+    done = run_script(str(tmp_path / "empty"), cwd=tmp_path)
+    assert done.returncode == 1 and done.stderr.strip() == "error: no rounds to replay in the given trees.jsonl files"
