@@ -328,4 +328,5 @@ def test_cli_predictive_run_equals_sequential_run(toy_table, tmp_path):
             f"traversal.predictor={tmp_path / 'nope.ckpt'}",
             f"hydra.run.dir={tmp_path / 'bad'}",
         )
-    assert bad.returncode != 0 and "no such checkpoint" in bad.stderr and "Traceback" not in bad.stderr
+    assert bad.returncode == 2 and "no such checkpoint" in bad.stderr and "Traceback" not in bad.stderr
+    assert not (tmp_path / "bad").exists()  # refused before the engine loads or anything is written

@@ -222,6 +222,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     """Run every chain of ``cfg`` into ``run_dir``; returns the summary."""
     settings = validate(cfg)
     kernel = build_sampler(settings.sampler)  # checks sampler-specific keys before anything is written
+    make_stepper(settings, on_round=None)  # likewise the traversal's options, and loads its predictor
 
     run_dir = Path(run_dir)
     RunWriter.check(run_dir, settings.resume)
