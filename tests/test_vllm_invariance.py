@@ -72,3 +72,14 @@ def test_runs_without_batch_invariance_are_told_how_to_be_exact(platform):
     assert "engine.batch_invariant=true is exact" in engine.batch_variance()
     engine.batch_invariant = True
     assert engine.batch_variance() is None
+
+
+def test_auto_is_on_for_the_cpu_and_on_a_gpu_only_when_the_user_exported_vllms_switch():
+    from presto.engines.vllm import resolve_batch_invariance
+
+    assert resolve_batch_invariance("auto", "cpu", {}) is True
+    assert resolve_batch_invariance("auto", "cuda", {}) is False
+    assert resolve_batch_invariance("auto", "cuda", {"VLLM_BATCH_INVARIANT": "1"}) is True
+    assert resolve_batch_invariance("auto", "cuda", {"VLLM_BATCH_INVARIANT": "0"}) is False
+    assert resolve_batch_invariance(True, "cuda", {}) is True
+    assert resolve_batch_invariance(False, "cpu", {}) is False
