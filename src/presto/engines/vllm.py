@@ -327,7 +327,7 @@ class VLLMEngine(ChatText, Engine):
     def batch_variance(self) -> str | None:
         if self.batch_invariant:
             return None
-        kernels = "vLLM's batch-invariant kernels, slower" if self.platform == "cuda" else "costs little on the CPU"
+        kernels = "costs little on the CPU" if self.platform == "cpu" else "vLLM's batch-invariant kernels, slower"
         return (
             "engine=vllm with engine.batch_invariant off: a row's logits depend on the batch by rounding, so a "
             "PreSTO chain can leave the sequential one at an MH decision that close to its threshold; "
