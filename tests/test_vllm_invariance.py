@@ -3,7 +3,7 @@
 This is what makes PreSTO chains on vLLM equal the sequential ones token for token and
 decision for decision: out of the box, vLLM-CPU's split-KV decode attention and oneDNN's
 one-row GEMM kernel make a row's log-probabilities depend (in the last bits) on how many
-rows are decoded beside it (presto.engines.vllm_cpu_invariance). The tiny test model is
+rows are decoded beside it (presto.engines.vllm_batch_invariance). The tiny test model is
 too small to hit those kernels, so this uses the real embedded model, in float32 and
 bfloat16. Skipped only when vLLM is not installed, or not the CPU build.
 """
@@ -11,6 +11,7 @@ bfloat16. Skipped only when vLLM is not installed, or not the CPU build.
 from __future__ import annotations
 
 import importlib.util
+import os
 
 import numpy as np
 import pytest
@@ -75,11 +76,30 @@ def test_runs_without_batch_invariance_are_told_how_to_be_exact(platform):
 
 
 def test_auto_is_on_for_the_cpu_and_on_a_gpu_only_when_the_user_exported_vllms_switch():
-    from presto.engines.vllm import resolve_batch_invariance
+    from presto.engines.vllm_batch_invariance import resolve
 
-    assert resolve_batch_invariance("auto", "cpu", {}) is True
-    assert resolve_batch_invariance("auto", "cuda", {}) is False
-    assert resolve_batch_invariance("auto", "cuda", {"VLLM_BATCH_INVARIANT": "1"}) is True
-    assert resolve_batch_invariance("auto", "cuda", {"VLLM_BATCH_INVARIANT": "0"}) is False
-    assert resolve_batch_invariance(True, "cuda", {}) is True
-    assert resolve_batch_invariance(False, "cpu", {}) is False
+    assert resolve("auto", "cpu", {}) is True
+    assert resolve("auto", "cuda", {}) is False
+    assert resolve("auto", "cuda", {"VLLM_BATCH_INVARIANT": "1"}) is True
+    assert resolve("auto", "cuda", {"VLLM_BATCH_INVARIANT": "0"}) is False
+    assert resolve(True, "cuda", {}) is True
+    assert resolve(False, "cpu", {}) is False
+
+
+def test_configure_exports_its_switches_and_withdraws_only_its_own(monkeypatch):
+    from presto.engines import vllm_batch_invariance as invariance
+
+    monkeypatch.setattr(invariance, "_exported", set())
+    monkeypatch.delenv("VLLM_BATCH_INVARIANT", raising=False)
+    invariance.configure(True, "cuda")
+    assert os.environ["VLLM_BATCH_INVARIANT"] == "1"
+    invariance.configure(False, "cuda")
+    assert "VLLM_BATCH_INVARIANT" not in os.environ  # ours: withdrawn for the next engine
+    monkeypatch.setenv("VLLM_BATCH_INVARIANT", "1")
+    invariance.configure(False, "cuda")
+    assert os.environ["VLLM_BATCH_INVARIANT"] == "1"  # the user's: kept
+
+    monkeypatch.setenv("VLLM_CPU_ATTN_SPLIT_KV", "1")
+    with pytest.warns(UserWarning, match="VLLM_CPU_ATTN_SPLIT_KV=1 is set"):
+        invariance.configure(True, "cpu")
+    assert os.environ["VLLM_CPU_ATTN_SPLIT_KV"] == "0"

@@ -4,7 +4,7 @@ Every request of a call becomes one token-id prompt with its own ``SamplingParam
 (temperature τ, ``max_tokens``, ``ignore_eos``, the request's seed). vLLM samples each
 seeded request from its own generator, so a token depends on (prefix, τ, seed), not on
 the batch; with ``batch_invariant`` (default on the CPU) so are its logits, bit for bit
-(:mod:`presto.engines.vllm_cpu_invariance`). Statistics come from one pass:
+(:mod:`presto.engines.vllm_batch_invariance`). Statistics come from one pass:
 
 - log p0 of the sampled token: vLLM's default ``raw_logprobs`` with ``logprobs=0``;
 - log q at τ and at extra temperatures, and the entropy of p0: from
@@ -38,7 +38,7 @@ import re
 import sys
 import uuid
 import warnings
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -162,16 +162,12 @@ class VLLMEngine(ChatText, Engine):
             from vllm.platforms import current_platform
         except ImportError as err:
             raise EngineUnavailableError(f"{INSTALL_HINT} ({err})") from None
+        from presto.engines import vllm_batch_invariance
         from presto.engines.vllm_recorder import LogZRecorder
 
         self.platform = "cpu" if current_platform.is_cpu() else "cuda" if current_platform.is_cuda() else "other"
-        self.batch_invariant = resolve_batch_invariance(cfg["batch_invariant"], self.platform, os.environ)
-        if self.platform == "cpu":
-            from presto.engines import vllm_cpu_invariance
-
-            vllm_cpu_invariance.configure(self.batch_invariant)
-        else:
-            _configure_accelerator_invariance(self.batch_invariant)
+        self.batch_invariant = vllm_batch_invariance.resolve(cfg["batch_invariant"], self.platform, os.environ)
+        vllm_batch_invariance.configure(self.batch_invariant, self.platform)
         device = cfg["device"]
         if device != "auto" and device != self.platform:
             build = "the CPU build (vllm-cpu)" if self.platform == "cpu" else f"a {self.platform} build"
@@ -504,39 +500,6 @@ class VLLMEngine(ChatText, Engine):
                 import torch
 
                 torch.cuda.empty_cache()
-
-
-_BATCH_INVARIANT_VARIABLE = "VLLM_BATCH_INVARIANT"
-_set_batch_invariant_variable = False  # whether this module (not the user) exported it
-
-
-def resolve_batch_invariance(setting: bool | str, platform: str, environ: Mapping[str, str]) -> bool:
-    """``engine.batch_invariant`` as a flag: ``auto`` is on for the CPU, where it costs little
-    (presto.engines.vllm_cpu_invariance), and on a GPU only if the user exported
-    VLLM_BATCH_INVARIANT=1 (vLLM's batch-invariant kernels cost throughput there)."""
-    if setting != "auto":
-        return bool(setting)
-    return platform == "cpu" or environ.get(_BATCH_INVARIANT_VARIABLE, "0") == "1"
-
-
-def _configure_accelerator_invariance(enabled: bool) -> None:
-    """Export (or withdraw what this module exported of) VLLM_BATCH_INVARIANT for the next engine.
-
-    vLLM reads it while the engine starts and caches its environment afterwards, so a
-    second engine in the process needs the cache dropped. (A few attention kernels read it
-    once at import; the first engine's setting stays with them.)
-    """
-    global _set_batch_invariant_variable
-    if enabled and os.environ.get(_BATCH_INVARIANT_VARIABLE) != "1":
-        os.environ[_BATCH_INVARIANT_VARIABLE] = "1"
-        _set_batch_invariant_variable = True
-    elif not enabled and _set_batch_invariant_variable:
-        os.environ.pop(_BATCH_INVARIANT_VARIABLE, None)
-        _set_batch_invariant_variable = False
-    from vllm import envs
-
-    if hasattr(envs, "disable_envs_cache"):
-        envs.disable_envs_cache()
 
 
 def vllm_seed(seed: int) -> int:

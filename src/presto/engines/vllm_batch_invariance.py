@@ -1,4 +1,4 @@
-"""Batch invariance of vLLM's CPU forward pass: a row's logits must not depend on its batch.
+"""Batch invariance of vLLM's forward pass: a row's logits must not depend on its batch.
 
 PreSTO's exactness on a real engine rests on it: the sequential chain decodes a proposal
 alone (or among its MultiTryMH siblings), a PreSTO round decodes it among up to N_pf
@@ -24,41 +24,69 @@ bit-identical alone and in any batch, in float32 and in bfloat16
 (tests/test_vllm_invariance.py checks it on the embedded model). The GEMM patch wraps
 ``vllm._custom_ops.onednn_mm``, which vLLM's CPU linear layers look up at call time; it
 is installed once per process and does nothing while invariance is off.
+
+On a GPU, vLLM has its own batch-invariant kernels behind ``VLLM_BATCH_INVARIANT=1``;
+they cost throughput, so ``auto`` leaves them to the user there. Either way this module
+exports its environment variables for the next engine and withdraws only what it
+exported itself.
 """
 
 from __future__ import annotations
 
 import os
 import warnings
+from collections.abc import Mapping
 from typing import Any
 
 _ATTENTION_SPLIT_VARIABLE = "VLLM_CPU_ATTN_SPLIT_KV"
-_state = {"pad_lone_rows": False, "installed": False, "set_split": False}
+_BATCH_INVARIANT_VARIABLE = "VLLM_BATCH_INVARIANT"
+_state = {"pad_lone_rows": False, "installed": False}
+_exported: set[str] = set()  # variables this module set (a user's own values are never withdrawn)
 
 
-def configure(enabled: bool) -> None:
-    """Make the next vLLM engine built in this process batch-invariant on the CPU (or not).
+def resolve(setting: bool | str, platform: str, environ: Mapping[str, str]) -> bool:
+    """``engine.batch_invariant`` as a flag: ``auto`` is on for the CPU, where it costs little,
+    and on a GPU only if the user exported VLLM_BATCH_INVARIANT=1 (vLLM's batch-invariant
+    kernels cost throughput there)."""
+    if setting != "auto":
+        return bool(setting)
+    return platform == "cpu" or environ.get(_BATCH_INVARIANT_VARIABLE, "0") == "1"
+
+
+def configure(enabled: bool, platform: str) -> None:
+    """Make the next vLLM engine built in this process batch-invariant (or not).
 
     Call before the engine is constructed: vLLM reads (and then caches) its environment
-    while it starts.
+    while it starts. (On a GPU a few attention kernels read VLLM_BATCH_INVARIANT once at
+    import; the first engine's setting stays with them.)
     """
+    if platform != "cpu":
+        _export(_BATCH_INVARIANT_VARIABLE, "1" if enabled else None)
+        _refresh_vllm_environment()
+        return
     user_split = os.environ.get(_ATTENTION_SPLIT_VARIABLE)
-    if enabled:
-        if user_split not in (None, "0") and not _state["set_split"]:
-            warnings.warn(
-                f"{_ATTENTION_SPLIT_VARIABLE}={user_split} is set; engine.batch_invariant turns it off "
-                "(split-KV attention makes a row's logits depend on its batch)",
-                stacklevel=3,
-            )
-        os.environ[_ATTENTION_SPLIT_VARIABLE] = "0"
-        _state["set_split"] = True
-    elif _state["set_split"]:  # undo only what we set; a user's own value stays
-        os.environ.pop(_ATTENTION_SPLIT_VARIABLE, None)
-        _state["set_split"] = False
+    if enabled and user_split not in (None, "0") and _ATTENTION_SPLIT_VARIABLE not in _exported:
+        warnings.warn(
+            f"{_ATTENTION_SPLIT_VARIABLE}={user_split} is set; engine.batch_invariant turns it off "
+            "(split-KV attention makes a row's logits depend on its batch)",
+            stacklevel=3,
+        )
+    _export(_ATTENTION_SPLIT_VARIABLE, "0" if enabled else None)
     _refresh_vllm_environment()
     _state["pad_lone_rows"] = bool(enabled)
     if enabled:
         _install_lone_row_padding()
+
+
+def _export(name: str, value: str | None) -> None:
+    """Set ``name`` to ``value`` for the next engine, or (None) withdraw it if this module set it."""
+    if value is None:
+        if name in _exported:
+            os.environ.pop(name, None)
+            _exported.discard(name)
+    elif os.environ.get(name) != value:
+        os.environ[name] = value
+        _exported.add(name)
 
 
 def _refresh_vllm_environment() -> None:
