@@ -14,7 +14,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
@@ -29,6 +29,9 @@ from presto.samplers.chain import BlockSchedule, BlockStepper, SequentialStepper
 from presto.samplers.kernel import Kernel
 from presto.samplers.randomness import ChainKey
 from presto.tasks import Problem, Task
+
+if TYPE_CHECKING:
+    from presto.prefetch.traversal import Traversal
 
 
 def cut_at_eos(tokens: np.ndarray, eos_ids: frozenset[int]) -> np.ndarray:
@@ -48,15 +51,23 @@ def build_sampler(settings: SamplerSettings) -> Kernel | Baseline:
     return build_kernel(settings)
 
 
-def make_stepper(settings: RunSettings, on_round):
+def build_traversal(settings: RunSettings) -> Traversal | None:
+    """The PreSTO traversal rule (its options checked, its predictor loaded); None when sequential."""
     if settings.traversal == "sequential":
-        return SequentialStepper()
-    from presto.prefetch.presto import PrefetchStepper
+        return None
     from presto.prefetch.traversal import TRAVERSALS
 
     if settings.traversal not in TRAVERSALS:
         raise ValueError(f"traversal={settings.traversal} is not implemented yet")
-    traversal = TRAVERSALS[settings.traversal].from_options(settings.traversal_options)
+    return TRAVERSALS[settings.traversal].from_options(settings.traversal_options)
+
+
+def make_stepper(settings: RunSettings, traversal: Traversal | None, on_round) -> BlockStepper:
+    """How a chain's blocks run: one call per transition, or PreSTO rounds of ``traversal``."""
+    if traversal is None:
+        return SequentialStepper()
+    from presto.prefetch.presto import PrefetchStepper
+
     return PrefetchStepper(traversal, settings.n_pf, on_round, settings.max_logged_nodes)
 
 
@@ -222,12 +233,12 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     """Run every chain of ``cfg`` into ``run_dir``; returns the summary."""
     settings = validate(cfg)
     kernel = build_sampler(settings.sampler)  # checks sampler-specific keys before anything is written
-    make_stepper(settings, on_round=None)  # likewise the traversal's options, and loads its predictor
+    traversal = build_traversal(settings)  # likewise the traversal's options, and loads its predictor
 
     run_dir = Path(run_dir)
     RunWriter.check(run_dir, settings.resume)
     task, problems, engine = load_task_and_engine(cfg, settings)
-    if settings.traversal != "sequential" and isinstance(kernel, Kernel):
+    if traversal is not None and isinstance(kernel, Kernel):
         warn_if_not_exact(engine)
     writer = RunWriter(run_dir, settings.resume)
     logger = build_logger(
@@ -263,7 +274,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             record = sample_chain(
                 engine,
                 kernel,
-                make_stepper(settings, on_round),
+                make_stepper(settings, traversal, on_round),
                 task,
                 problem,
                 chain,
