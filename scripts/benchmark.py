@@ -126,6 +126,7 @@ def main(argv: list[str]) -> int:
         baseline = records[("sequential", 1)]
         base_calls = sum(r["model_calls"] for r in baseline)
         base_time = sum(r["call_time_s"] for r in baseline)
+        expected = expected_per_round(rounds, args.n_pf)
         for (traversal, n_pf), recs in records.items():
             calls = sum(r["model_calls"] for r in recs)
             call_time = sum(r["call_time_s"] for r in recs)
@@ -151,7 +152,7 @@ def main(argv: list[str]) -> int:
                     "discarded_per_call": sum(r["discarded_requests"] for r in recs) / calls,
                     "unique_requests_per_call": sum(r["unique_requests"] for r in recs) / calls,
                     "loglik_mean": sum(r["loglik"] for r in recs) / len(recs),
-                    **walk_versus_oracle(rounds, traversal, n_pf),
+                    **walk_versus_oracle(rounds[(traversal, n_pf)], expected.get(n_pf)),
                 }
             )
     metrics = engine.metrics()
@@ -164,27 +165,33 @@ def main(argv: list[str]) -> int:
     return 0
 
 
-def walk_versus_oracle(rounds: dict[tuple[str, int], list[dict]], traversal: str, n_pf: int) -> dict:
-    """Transitions per prefetch round: realized by this setting, expected for the oracle and for BFS.
-
-    The expectations replay the BFS run's trees at the same budget when there is one (it
-    generated every depth up to N_pf, so no node the oracle might pick is missing).
-    """
-    own = rounds[(traversal, n_pf)]
-    if traversal == "sequential" or not own:
-        return {}
+def expected_per_round(rounds: dict[tuple[str, int], list[dict]], budgets: list[int]) -> dict[int, dict]:
+    """Per budget, the replay of the BFS run's trees (it generated every depth up to N_pf, so no
+    node the oracle might pick is missing), or of the first traversal's when there is no BFS run."""
     from oracle_bound import replay_rounds
 
-    source = "bfs" if rounds.get(("bfs", n_pf)) else traversal
-    replayed = replay_rounds(rounds[(source, n_pf)], [n_pf], predictor=None)
-    expected = {row["method"]: row["transitions_per_call"] for row in replayed["rows"]}
+    expected = {}
+    for n_pf in budgets:
+        sources = [t for (t, n), logged in rounds.items() if n == n_pf and t != "sequential" and logged]
+        if sources:
+            source = "bfs" if "bfs" in sources else sources[0]
+            replayed = replay_rounds(rounds[(source, n_pf)], [n_pf], predictor=None)
+            expected[n_pf] = {"source": source, "replayed": replayed}
+    return expected
+
+
+def walk_versus_oracle(own: list[dict], expected: dict | None) -> dict:
+    """Transitions per prefetch round: realized by this setting, expected for the oracle and for BFS."""
+    if not own or expected is None:
+        return {}
+    by_method = {row["method"]: row["transitions_per_call"] for row in expected["replayed"]["rows"]}
     return {
         "rounds": len(own),
         "transitions_per_round": sum(r["realized"] for r in own) / len(own),
-        "oracle_transitions_per_round": expected["oracle"],
-        "bfs_expected_transitions_per_round": expected["shared-bfs"],
-        "oracle_replayed_on": source,
-        "replayed_rounds_with_truncated_trees": replayed["rounds_with_truncated_logs"],
+        "oracle_transitions_per_round": by_method["oracle"],
+        "bfs_expected_transitions_per_round": by_method["shared-bfs"],
+        "oracle_replayed_on": expected["source"],
+        "replayed_rounds_with_truncated_trees": expected["replayed"]["rounds_with_truncated_logs"],
     }
 
 
