@@ -177,13 +177,18 @@ def test_oracle_dominates_bfs_and_predicted_allocations(seed):
         assert shared >= oracle - 1e-12
 
 
+def per_depth(h):
+    """A branch function for shared_request_walk: P(accept) = h[d] at depth d, whatever the state."""
+    return lambda depth, cut, node_cuts, accepts: np.full(len(node_cuts), h[depth])
+
+
 @pytest.mark.parametrize("seed", range(20))
 def test_shared_request_walk_realization_matches_path_enumeration(seed):
     rng = np.random.default_rng(400 + seed)
     length, depths = 12, int(rng.integers(1, 8))
     cuts = rng.integers(length, size=depths).tolist()
     h = rng.random(depths)
-    realize = shared_request_walk(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))[0]
+    realize = shared_request_walk(cuts, length, per_depth(h))[0]
     # Direct enumeration: sum over accept/reject prefixes of their probability, stopping at deferrals.
     expected = np.zeros(depths)
     for d in range(depths):
@@ -199,7 +204,7 @@ def test_shared_request_walk_realization_matches_path_enumeration(seed):
                 expected[d] += p
     np.testing.assert_allclose(realize, expected, atol=1e-12)
     assert realize[0] == 1.0 and np.all(np.diff(realize) <= 1e-12)
-    all_reject = shared_request_walk(cuts, length, lambda d, c, m, a: np.zeros(len(m)))[0]
+    all_reject = shared_request_walk(cuts, length, per_depth(np.zeros(depths)))[0]
     np.testing.assert_allclose(all_reject, 1.0)
 
 
@@ -218,10 +223,8 @@ def test_shared_request_walk_realization_with_repeats_matches_simulation(seed):
     cuts = rng.integers(length, size=depths).tolist()
     logq = np.log(rng.uniform(0.5, 1.0, size=length))
     h = rng.uniform(0.2, 0.9, size=depths)
-    dp = shared_request_walk(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]), repeat_logq=logq)[0]
-    merged = shared_request_walk(
-        cuts, length, lambda d, c, m, a: np.full(len(m), h[d]), repeat_logq=logq, path_dependent=False
-    )[0]
+    dp = shared_request_walk(cuts, length, per_depth(h), repeat_logq=logq)[0]
+    merged = shared_request_walk(cuts, length, per_depth(h), repeat_logq=logq, path_dependent=False)[0]
     np.testing.assert_allclose(merged, dp, atol=1e-12)
     runs, hits = 20000, np.zeros(depths)
     for _ in range(runs):
@@ -240,7 +243,7 @@ def test_shared_request_walk_realization_with_repeats_matches_simulation(seed):
             if identical or accepted:
                 agree = repeat
     np.testing.assert_allclose(dp, hits / runs, atol=0.02)
-    cut_level = shared_request_walk(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))[0]
+    cut_level = shared_request_walk(cuts, length, per_depth(h))[0]
     assert np.all(dp >= cut_level - 1e-12)
 
 
@@ -252,7 +255,7 @@ def test_reused_tokens_match_path_enumeration(seed):
     cuts = rng.integers(length, size=depths).tolist()
     h = rng.random(depths)
     tokens = rng.integers(1, 30, size=depths).astype(float)
-    _, deferred = shared_request_walk(cuts, length, lambda d, c, m, a: np.full(len(m), h[d]))
+    _, deferred = shared_request_walk(cuts, length, per_depth(h))
     reused = expected_reused_tokens(cuts, deferred, tokens)
 
     # Enumerate every walk of a plan of depths 0..plan-1, accept/reject at each decided depth.
@@ -266,5 +269,5 @@ def test_reused_tokens_match_path_enumeration(seed):
     np.testing.assert_allclose(reused, [walk(0, length, 1.0, plan) for plan in range(1, depths + 1)], atol=1e-12)
     assert reused[0] == 0.0 and np.all(np.diff(reused) >= -1e-12)
     # A walk that never accepts is never deferred: nothing to reuse.
-    _, never = shared_request_walk(cuts, length, lambda d, c, m, a: np.zeros(len(m)))
+    _, never = shared_request_walk(cuts, length, per_depth(np.zeros(depths)))
     np.testing.assert_allclose(expected_reused_tokens(cuts, never, tokens), 0.0)
