@@ -4,11 +4,15 @@
     python scripts/compare_runs.py A1 B1 A2 B2 ...              # several pairs, plus a pooled TOST
     python scripts/compare_runs.py A B --unit prompt --json out.json
 
-Chains pair up by (prompt_id, chain); runs made with one seed are seed-matched. For each
-pair it prints the speedup (mean summed model-call time of A over B, the paper's eq. 20),
-the reduction in model calls and the increase in time per call (speedup = reduction /
-increase), transitions per call, and a paired TOST of B - A for token-normalized
-log-likelihood and confidence at a margin of 0.2 baseline SDs (p_eq = larger one-sided p).
+Chains pair up by (prompt_id, chain); runs made with one seed are seed-matched. The two
+runs of a pair must share their setting (engine, model, dataset, sampler options; the
+traversal, budget and seed may differ): otherwise it stops naming what differs, unless
+--allow-different-settings. For each pair it prints the speedup (mean summed model-call
+time of A over B, the paper's eq. 20), the reduction in model calls and the increase in
+time per call (speedup = reduction / increase), transitions per call, and a paired TOST
+of B - A for token-normalized
+log-likelihood and confidence at a margin of 0.2 baseline SDs (p_eq = larger one-sided p),
+per prompt (its chains averaged) as in the paper, or per chain with --unit chain.
 With several pairs, a fixed-effect pooled TOST per statistic follows. Exit status 0.
 """
 
@@ -27,14 +31,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories, as baseline/variant pairs")
     parser.add_argument("--stats", nargs="+", default=["loglik", "confidence"], help="chain statistics to test")
     parser.add_argument(
-        "--unit", choices=("chain", "prompt"), default="chain", help="paired unit (prompt: its chains averaged)"
+        "--unit",
+        choices=("chain", "prompt"),
+        default="prompt",
+        help="paired unit (prompt, the paper's: its chains averaged; chain: each chain on its own)",
     )
     parser.add_argument("--margin-sd", type=float, default=0.2, help="equivalence margin in baseline SDs")
-    parser.add_argument("--level", type=float, default=0.05, help="equivalence is declared when p_eq < level")
+    parser.add_argument("--level", type=float, default=0.05, help="equivalence when p_eq < level, in (0, 0.5)")
+    parser.add_argument(
+        "--allow-different-settings",
+        action="store_true",
+        help="compare runs whose engine, model, dataset or sampler options differ (named in the output)",
+    )
     parser.add_argument("--json", type=Path, default=None, help="also write the figures to this JSON file")
     args = parser.parse_args(argv)
     if len(args.runs) % 2:
         parser.error(f"give run directories in baseline/variant pairs; got {len(args.runs)} directories")
+    if not 0 < args.level < 0.5:
+        parser.error(f"--level must be in (0, 0.5), got {args.level}")
     return args
 
 
@@ -53,13 +67,21 @@ def main(argv: list[str]) -> int:
     for baseline, variant in zip(runs[::2], runs[1::2], strict=True):
         try:
             comparisons.append(
-                compare(baseline, variant, stats=args.stats, unit=args.unit, margin_sd=args.margin_sd, level=args.level)
+                compare(
+                    baseline,
+                    variant,
+                    stats=args.stats,
+                    unit=args.unit,
+                    margin_sd=args.margin_sd,
+                    level=args.level,
+                    allow_different_settings=args.allow_different_settings,
+                )
             )
         except ValueError as err:
             print(f"error: {baseline.path} vs {variant.path}: {err}", file=sys.stderr)
             return 2
     pooled = {s: pool(comparisons, s, margin_sd=args.margin_sd, level=args.level) for s in args.stats}
-    print("\n".join(comparison_lines(comparisons, pooled if len(comparisons) > 1 else {})))
+    print("\n".join(comparison_lines(comparisons, pooled if len(comparisons) > 1 else {}, level=args.level)))
     if args.json is not None:
         write_json_atomic(
             args.json,

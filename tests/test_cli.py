@@ -76,6 +76,62 @@ def test_resume_skips_finished_chains(toy_table, tmp_path):
     assert read_chains(run_dir) == resumed
 
 
+def test_resume_drops_the_rounds_of_unfinished_chains(toy_table, tmp_path):
+    run_dir = tmp_path / "run"
+    assert run_cli(*toy_args(toy_table, run_dir, "traversal=bfs", "budget.n_pf=2")).returncode == 0
+    complete = (run_dir / "trees.jsonl").read_text()
+    # Killed during the third chain: two chains recorded, the third's rounds half logged.
+    chains = (run_dir / "chains.jsonl").read_text().splitlines()
+    (run_dir / "chains.jsonl").write_text("\n".join(chains[:2]) + "\n")
+    third = json.loads(chains[2])
+    trees = [json.loads(line) for line in complete.splitlines()]
+    cut = max(i for i, t in enumerate(trees) if (t["prompt_id"], t["chain"]) == (third["prompt_id"], third["chain"]))
+    (run_dir / "trees.jsonl").write_text("".join(line + "\n" for line in complete.splitlines()[:cut]))
+    result = run_cli(*toy_args(toy_table, run_dir, "traversal=bfs", "budget.n_pf=2", "run.resume=true"))
+    assert result.returncode == 0, result.stderr
+    resumed = [json.loads(line) for line in (run_dir / "trees.jsonl").read_text().splitlines()]
+    keys = [(t["prompt_id"], t["chain"], t["round"]) for t in resumed]
+    assert len(keys) == len(set(keys)) == len(trees), "every round exactly once"
+    assert sorted(keys) == sorted((t["prompt_id"], t["chain"], t["round"]) for t in trees)
+
+
+def test_resume_refuses_another_config_but_may_add_chains(toy_table, tmp_path):
+    run_dir = tmp_path / "run"
+    assert run_cli(*toy_args(toy_table, run_dir, "run.chains_per_prompt=1")).returncode == 0
+    before = read_chains(run_dir)
+    refused = run_cli(*toy_args(toy_table, run_dir, "run.chains_per_prompt=1", "run.resume=true", "seed=7"))
+    assert refused.returncode == 2 and "seed (0 -> 7)" in refused.stderr, refused.stderr
+    assert read_chains(run_dir) == before
+    more = run_cli(*toy_args(toy_table, run_dir, "run.chains_per_prompt=2", "run.resume=true"))
+    assert more.returncode == 0, more.stderr
+    assert len(read_chains(run_dir)) == 4 and read_chains(run_dir)[:2] == before
+    assert json.loads((run_dir / "summary.json").read_text())["chains"] == 4
+
+
+def test_sigterm_is_an_interrupt_that_keeps_finished_chains(toy_table, tmp_path):
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import MAIN
+
+    run_dir = tmp_path / "run"
+    args = toy_args(toy_table, run_dir, "run.chains_per_prompt=50", "run.progress=false", steps=400)
+    process = subprocess.Popen([sys.executable, str(MAIN), *args], stderr=subprocess.PIPE, text=True, cwd="/")
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (
+        (run_dir / "chains.jsonl").exists() and (run_dir / "chains.jsonl").read_text().strip()
+    ):
+        time.sleep(0.1)
+    process.send_signal(signal.SIGTERM)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 143, stderr
+    assert "terminated" in stderr and "run.resume=true" in stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert 1 <= summary["chains"] == len(read_chains(run_dir)) < 100
+
+
 def test_multirun_sweeps_budgets(toy_table, tmp_path):
     sweep_dir = tmp_path / "sweep"
     result = run_cli("-m", *toy_args(toy_table, tmp_path / "unused", f"hydra.sweep.dir={sweep_dir}", "budget.n_pf=1,3"))
@@ -98,11 +154,20 @@ def test_multirun_sweeps_budgets(toy_table, tmp_path):
         ("sampler=nope", "sampler=nope"),
         ("traversal=dfs", "traversal=dfs"),
         ("engine.table=/does/not/exist.json", "engine.table"),
+        ("engine.table=???", "engine.table is required"),
+        ("sampler.alpha=nan", "sampler.alpha"),
+        ("sampler.tau=inf", "sampler.tau"),
+        ("run.resume=no", "run.resume must be true or false"),
+        ("run.progress=off", "run.progress"),
+        ("+sampler.beta=2", "sampler.beta is not a key of sampler=powermh"),
+        ("+budget.npf=3", "budget.npf is not a key"),
+        ("+run.resum=true", "run.resum is not a key"),
+        ("logger=wandb logger.mode=bogus", "logger.mode=bogus"),
     ],
 )
 def test_bad_input_is_one_clear_line(toy_table, tmp_path, override, needle):
     run_dir = tmp_path / "run"
-    result = run_cli(*toy_args(toy_table, run_dir), override)
+    result = run_cli(*toy_args(toy_table, run_dir), *override.split())
     assert result.returncode != 0
     assert "Traceback" not in result.stderr
     error_lines = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -126,3 +191,29 @@ def test_missing_model_is_one_clear_line(tmp_path):
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "model.path" in result.stderr
     assert not (run_dir / "chains.jsonl").exists()
+
+
+def test_dataset_rows_with_one_id_are_refused_and_a_short_file_is_said(toy_table, tmp_path):
+    rows = [{"problem": f"{i}+{i}?", "solution": str(2 * i), "answer": str(2 * i), "unique_id": "same"} for i in (1, 2)]
+    data = tmp_path / "math.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    args = (*toy_args(toy_table, tmp_path / "dup"), "dataset=math500", f"dataset.path={data}", "dataset.num_prompts=5")
+    duplicate = run_cli(*args)
+    assert duplicate.returncode == 2 and "appears twice" in duplicate.stderr, duplicate.stderr
+    rows[1]["unique_id"] = "other"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    short = run_cli(*args)
+    assert short.returncode == 0, short.stderr
+    assert "has 2 prompts; running all of them (dataset.num_prompts=5)" in short.stderr
+
+
+def test_a_new_run_starts_its_tree_log_afresh(tmp_path):
+    from presto.runner.outputs import RunWriter
+
+    # An earlier attempt died before its first chain finished: no chains, some rounds.
+    (tmp_path / "chains.jsonl").write_text("")
+    (tmp_path / "trees.jsonl").write_text('{"prompt_id": "p", "chain": 0, "round": 0}\n')
+    writer = RunWriter(tmp_path, resume=False)
+    writer.append_tree({"prompt_id": "q", "chain": 0, "round": 0})
+    writer.close()
+    assert [json.loads(line)["prompt_id"] for line in (tmp_path / "trees.jsonl").read_text().splitlines()] == ["q"]

@@ -73,6 +73,9 @@ def options_first(argv: list[str]) -> list[str]:
             if takes_next and (arity is None or (arity == "?" and argv[i + 1] in _INFO_CHOICES)):
                 options.append(argv[i + 1])
                 i += 1
+            elif arity == "?" and "=" not in token:
+                # A bare --info would take the first override as its value once overrides follow it.
+                options[-1] = f"{token}=all" if token.startswith("--") else "--info=all"
         elif token.startswith("-"):
             options.append(token)  # not Hydra's: let its parser report it
         else:
@@ -150,12 +153,30 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         print(f"  {key:<{width}}  {shown}")
 
 
+_TERMINATED = "SIGTERM"
+
+
+def _terminate_like_interrupt() -> None:
+    """Treat SIGTERM (Slurm's time limit, ``kill``) as Ctrl-C, so the summary is written and the engine closed."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return  # signal handlers can only be set there (e.g. not in a joblib worker thread)
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt(_TERMINATED)
+
+    signal.signal(signal.SIGTERM, interrupt)
+
+
 def execute(cfg: DictConfig) -> float | None:
     """Validate, run, print the summary; return the metric a sweeper minimizes (call time)."""
     from presto.config import validate
 
     run_dir = _run_dir()
     errors = _user_errors()
+    _terminate_like_interrupt()
     try:
         validate(cfg)
         from presto.runner.run import run
@@ -164,8 +185,13 @@ def execute(cfg: DictConfig) -> float | None:
     except errors as err:
         _remove_if_empty(run_dir)
         fail(str(err).splitlines()[0] if str(err) else type(err).__name__)
-    except KeyboardInterrupt:
-        print("\ninterrupted: finished chains are in chains.jsonl; rerun with run.resume=true", file=sys.stderr)
-        sys.exit(130)
+    except KeyboardInterrupt as interrupt:
+        terminated = bool(interrupt.args) and interrupt.args[0] == _TERMINATED
+        print(
+            f"\n{'terminated' if terminated else 'interrupted'}: finished chains are in chains.jsonl; "
+            "rerun with run.resume=true",
+            file=sys.stderr,
+        )
+        sys.exit(143 if terminated else 130)
     print_summary(summary, run_dir)
     return summary.get("call_time_s")

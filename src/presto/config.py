@@ -7,11 +7,13 @@ Every message names the key and the allowed range, as vLLM's ``SamplingParams`` 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from omegaconf import DictConfig, OmegaConf
+from omegaconf.errors import MissingMandatoryValue
 
 SAMPLERS = ("powermh", "entropycut", "multitry", "lowtemp", "best_of_n", "power_smc")
 TRAVERSALS = ("sequential", "bfs", "predictive")
@@ -46,10 +48,34 @@ class RunSettings:
     progress: bool
 
 
+RUN_KEYS = ("chains_per_prompt", "resume", "max_logged_nodes", "progress", "rescore")
+BUDGET_KEYS = ("n_pf",)
+
+
+def check_keys(options: dict[str, Any], section: str, owner: str, allowed: tuple[str, ...]) -> None:
+    """Refuse a key nobody reads (a typo such as ``+budget.npf=8`` would otherwise be ignored)."""
+    unknown = sorted(set(options) - set(allowed))
+    if unknown:
+        known = ", ".join(allowed) or "none besides the shared ones"
+        raise ConfigError(f"{section}.{unknown[0]} is not a key of {owner}; its own keys: {known}")
+
+
+def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
+    """Dotted key -> leaf value of a nested config container (lists become tuples, comparable)."""
+    if isinstance(node, dict):
+        flat: dict[str, Any] = {}
+        for key, value in node.items():
+            flat.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+        return flat
+    return {prefix: tuple(node) if isinstance(node, list) else node}
+
+
 def _get(cfg: DictConfig, key: str) -> Any:
-    if OmegaConf.is_missing(cfg, key):
-        raise ConfigError(f"{key} is required but not set (pass {key}=...)")
-    return OmegaConf.select(cfg, key)
+    # is_missing() only sees top-level keys; select() raises for a dotted ??? value.
+    try:
+        return OmegaConf.select(cfg, key, throw_on_missing=True)
+    except MissingMandatoryValue:
+        raise ConfigError(f"{key} is required but not set (pass {key}=...)") from None
 
 
 def _number(cfg: DictConfig, key: str, kind: type, minimum: float, strict: bool = False) -> Any:
@@ -57,9 +83,19 @@ def _number(cfg: DictConfig, key: str, kind: type, minimum: float, strict: bool 
     bound = f"> {minimum}" if strict else f">= {minimum}"
     if isinstance(value, bool) or not isinstance(value, int | float) or (kind is int and not isinstance(value, int)):
         raise ConfigError(f"{key} must be {'an integer' if kind is int else 'a number'} {bound}, got {value!r}")
+    if not math.isfinite(value):
+        raise ConfigError(f"{key} must be a finite number {bound}, got {value}")
     if value < minimum or (strict and value == minimum):
         raise ConfigError(f"{key} must be {bound}, got {value}")
     return kind(value)
+
+
+def _flag(cfg: DictConfig, key: str, default: bool | None = None) -> bool:
+    """A true/false key; Hydra parses ``true``/``false``, so anything else (``no``, ``off``) is a mistake."""
+    value = OmegaConf.select(cfg, key, default=default)
+    if not isinstance(value, bool):
+        raise ConfigError(f"{key} must be true or false, got {value!r}")
+    return value
 
 
 def _choice(cfg: DictConfig, key: str, allowed: tuple[str, ...]) -> str:
@@ -93,6 +129,16 @@ def validate(cfg: DictConfig) -> RunSettings:
     chains = _number(cfg, "run.chains_per_prompt", int, 1)
     prompts = _number(cfg, "dataset.num_prompts", int, 1)
     max_nodes = _number(cfg, "run.max_logged_nodes", int, 0)
+    check_keys(OmegaConf.to_container(cfg.budget, resolve=True), "budget", "the budget", BUDGET_KEYS)
+    check_keys(OmegaConf.to_container(cfg.run, resolve=True), "run", "the run options", RUN_KEYS)
+    _flag(cfg, "run.rescore", default=False)
+    if OmegaConf.select(cfg, "logger.name") == "wandb":
+        from presto.eval.wandb_logger import resolve_mode
+
+        try:  # a typo in the mode would only surface as "logging stopped" once the run is under way
+            resolve_mode(OmegaConf.select(cfg, "logger.mode"))
+        except ValueError as err:
+            raise ConfigError(str(err)) from None
     engine = _get(cfg, "engine.name")
     if engine == "toy":
         table = _get(cfg, "engine.table")
@@ -106,7 +152,7 @@ def validate(cfg: DictConfig) -> RunSettings:
         n_pf=n_pf,
         chains_per_prompt=chains,
         num_prompts=prompts,
-        resume=bool(_get(cfg, "run.resume")),
+        resume=_flag(cfg, "run.resume"),
         max_logged_nodes=max_nodes,
-        progress=bool(_get(cfg, "run.progress")),
+        progress=_flag(cfg, "run.progress"),
     )

@@ -173,6 +173,13 @@ def test_power_smc_without_resampling_is_importance_sampling_with_the_ramp(engin
     assert trace.rounds == 4  # one batched call per block
 
 
+def test_power_smc_ramp_longer_than_the_answer_ends_at_alpha(engine):
+    # The paper's 400-token ramp on an 8-token answer: without the cap the last target is p0^1.06.
+    _, trace = smc(engine, threshold=0.0, ramp=400)
+    assert [r.alpha for r in trace.history] == [ramped_alpha(4.0, t, 8) for t in (2, 4, 6, 8)]
+    assert trace.history[-1].alpha == 4.0
+
+
 def test_smc_helpers():
     assert ramped_alpha(4.0, 0, 400) == 1.0 and ramped_alpha(4.0, 200, 400) == 2.5 and ramped_alpha(4.0, 999, 400) == 4
     assert effective_sample_size(np.zeros(8)) == pytest.approx(8.0)

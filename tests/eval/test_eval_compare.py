@@ -52,6 +52,47 @@ def test_speedup_is_a_ratio_of_means_split_into_calls_and_time_per_call():
     ) and s.transitions_per_call_variant == pytest.approx(20 / 6)
 
 
+def run_with_config(path: Path, traversal: str, **sampler) -> RunData:
+    """A run directory with a config.yaml (the setting) and two prompts of one chain."""
+    from omegaconf import OmegaConf
+
+    path.mkdir(parents=True)
+    config = {
+        "engine": {"name": "toy", "table": "t.json"},
+        "model": {"path": "none"},
+        "dataset": {"name": "toy", "num_prompts": 2},
+        "sampler": {"name": "entropycut", "alpha": 4.0, "beta": 4.0, "uniform_mix": 0.1, **sampler},
+        "traversal": {"name": traversal},
+        "budget": {"n_pf": 20},
+        "seed": 0,
+    }
+    (path / "config.yaml").write_text(OmegaConf.to_yaml(config))
+    summary = {"sampler": "entropycut", "traversal": traversal, "n_pf": 20, "seed": 0}
+    chains = [record(f"p{i}", 0, 4, 4.0, loglik=-1.0 - i, confidence=0.5 + i) for i in range(2)]
+    return RunData(path, summary, chains)
+
+
+def test_runs_pair_only_within_one_setting(tmp_path):
+    from presto.eval.runs import sequential_baseline
+
+    sequential = run_with_config(tmp_path / "seq", "sequential")
+    sequential_pure = run_with_config(tmp_path / "seq0", "sequential", uniform_mix=0.0)
+    bfs = run_with_config(tmp_path / "bfs", "bfs")
+    # Sampler options beyond alpha/tau (here uniform_mix) define the setting too.
+    assert bfs.setting() == sequential.setting() != sequential_pure.setting()
+    assert sequential_baseline(bfs, [sequential_pure, sequential, bfs]) is sequential
+    with pytest.raises(ValueError, match=r"sampler.uniform_mix \(0.0 vs 0.1\)"):
+        compare(sequential_pure, bfs)
+    allowed = compare(sequential_pure, bfs, allow_different_settings=True)
+    assert allowed.differences == ["sampler.uniform_mix (0.0 vs 0.1)"]
+    assert compare(sequential, bfs).differences == [] and compare(sequential, bfs).unpaired == (0, 0)
+
+
+def test_compare_script_refuses_a_level_without_an_interval(tmp_path):
+    result = compare_cli(str(tmp_path), str(tmp_path), "--level", "0.5")
+    assert result.returncode == 2 and "--level must be in (0, 0.5)" in result.stderr
+
+
 def test_paired_values_per_chain_or_per_prompt():
     a = RunData(Path("a"), {}, [record("p0", c, 1, 1.0, loglik=float(c)) for c in range(2)])
     b = RunData(Path("b"), {}, [record("p0", c, 1, 1.0, loglik=float(c) + 1) for c in range(2)])
@@ -60,7 +101,8 @@ def test_paired_values_per_chain_or_per_prompt():
     assert x.tolist() == [0.0, 1.0] and y.tolist() == [1.0, 2.0]
     x, y = paired_values(pairs, "loglik", "prompt")
     assert x.tolist() == [0.5] and y.tolist() == [1.5]
-    assert compare(a, b, stats=("loglik",)).tost["loglik"].mean_diff == pytest.approx(1.0)
+    assert compare(a, b, stats=("loglik",), unit="chain").tost["loglik"].mean_diff == pytest.approx(1.0)
+    assert compare(a, b, stats=("loglik",)).tost["loglik"] is None  # per prompt (default): one pair, no test
 
 
 def test_sequential_and_presto_runs_compare_as_identical_and_faster_per_transition(toy_table, tmp_path):
@@ -130,8 +172,11 @@ def test_tost_declares_seeds_equivalent_and_a_shifted_alpha_not(fast_tmp):
         assert result.returncode == 0, result.stderr
     out = tmp_path / "compare.json"
     args = [str(dirs[k]) for k in ("a", "b", "a", "c", "a", "alpha")]
-    result = compare_cli(*args, "--json", str(out))
+    refused = compare_cli(*args, "--json", str(out))  # alpha differs: not a measure of PreSTO alone
+    assert refused.returncode == 2 and "sampler.alpha (2 vs 1)" in refused.stderr and not out.exists()
+    result = compare_cli(*args, "--allow-different-settings", "--json", str(out))
     assert result.returncode == 0, result.stderr
+    assert "note:" in result.stdout and "sampler.alpha" in result.stdout
     data = json.loads(out.read_text())
     same_b, same_c, shifted = data["pairs"]
     for pair in (same_b, same_c):
@@ -139,7 +184,10 @@ def test_tost_declares_seeds_equivalent_and_a_shifted_alpha_not(fast_tmp):
         assert pair["tost"]["loglik"]["equivalent"] and pair["tost"]["confidence"]["equivalent"], pair["tost"]
     assert not shifted["tost"]["loglik"]["equivalent"] and shifted["tost"]["loglik"]["p_eq"] > 0.5
     assert not shifted["tost"]["confidence"]["equivalent"]
-    # Pooled over the two same-sampler pairs only: equivalent.
-    pooled = compare_cli(*args[:4], "--json", str(out))
+    # Pooled over two same-setting pairs with different baselines: equivalent.
+    pooled = compare_cli(*(str(dirs[k]) for k in ("a", "b", "c", "a")), "--json", str(out))
     assert pooled.returncode == 0 and "Pooled" in pooled.stdout
-    assert all(v["equivalent"] for v in json.loads(out.read_text())["pooled"].values())
+    assert all(v["equivalent"] and v["pairs"] == 2 for v in json.loads(out.read_text())["pooled"].values())
+    # Two variants against one baseline are not independent pairs: the baseline enters once.
+    shared = compare_cli(*args[:4], "--json", str(out))
+    assert shared.returncode == 0 and all(v["pairs"] == 1 for v in json.loads(out.read_text())["pooled"].values())

@@ -47,7 +47,9 @@ def test_options_first_keeps_option_values_and_gathers_overrides():
         "a=1",
         "b=2",
     ]
-    assert options_first(["--info", "a=1"]) == ["--info", "a=1"]
+    # A bare --info before overrides would take the first override as its value.
+    assert options_first(["--info", "a=1"]) == ["--info=all", "a=1"]
+    assert options_first(["a=1", "-i"]) == ["--info=all", "a=1"]
     assert options_first(["--info", "defaults", "~x"]) == ["--info", "defaults", "~x"]
     assert options_first(["--config-name=config", "a=1"]) == ["--config-name=config", "a=1"]
 

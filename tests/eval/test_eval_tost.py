@@ -125,3 +125,35 @@ def test_pooling_more_pairs_narrows_the_interval():
     assert pooled_tost(pairs).se < min(p.se / p.baseline_sd for p in pairs)
     with pytest.raises(ValueError):
         pooled_tost([])
+
+
+def test_an_exact_pair_does_not_silence_the_others():
+    # Identical chains (all differences 0) next to a pair that differs by 0.6 SD: equal weights.
+    exact = paired_tost(BASELINE, BASELINE.copy())
+    rng = np.random.default_rng(2)
+    baseline = rng.normal(size=40)
+    shifted = paired_tost(baseline, baseline + 0.6 * baseline.std(ddof=1) + rng.normal(scale=0.1, size=40))
+    pooled = pooled_tost([exact, shifted])
+    s = shifted.se / shifted.baseline_sd
+    assert pooled.estimate == pytest.approx(shifted.mean_diff / shifted.baseline_sd / 2)
+    assert pooled.se == pytest.approx(s / 2)
+    assert not pooled.equivalent  # the old rule reported 0 +- 0, equivalent
+    assert pooled_tost([exact, exact]).se == 0 and pooled_tost([exact, exact]).equivalent
+
+
+def test_a_baseline_without_spread_makes_the_test_undefined():
+    flat = np.full(6, -0.75)
+    result = paired_tost(flat, flat.copy())
+    assert result.baseline_sd == 0 and math.isnan(result.p_eq) and not result.equivalent and not result.defined
+    # Averages of equal values can carry a rounding spread (~1e-17): still no spread.
+    noisy = flat + np.array([0, 1, 0, 1, 0, 1]) * 1e-17
+    assert not paired_tost(noisy, noisy.copy()).defined
+    # An explicit margin keeps the test defined.
+    assert paired_tost(flat, flat.copy(), margin=0.1).equivalent
+    assert paired_tost(BASELINE, BASELINE + DIFF).defined
+
+
+@pytest.mark.parametrize("level", [0.0, 0.5, 0.7, -0.1])
+def test_the_level_must_leave_an_interval(level):
+    with pytest.raises(ValueError, match="level"):
+        paired_tost(BASELINE, BASELINE + DIFF, level=level)

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from presto.config import ConfigError, SamplerSettings
+from presto.config import ConfigError, SamplerSettings, check_keys
 from presto.engines.base import Engine
 from presto.samplers.chain import BlockSchedule, ChainTrace
 from presto.samplers.randomness import ChainKey
@@ -44,25 +44,18 @@ def _integer(options: dict[str, Any], sampler: str, key: str, default: int, mini
     return value
 
 
-def _check_keys(options: dict[str, Any], sampler: str, allowed: tuple[str, ...]) -> None:
-    unknown = sorted(set(options) - set(allowed))
-    if unknown:
-        known = ", ".join(allowed) or "none besides the shared ones"
-        raise ConfigError(f"sampler.{unknown[0]} is not a key of sampler={sampler}; its own keys: {known}")
-
-
 def build_baseline(settings: SamplerSettings) -> Baseline:
     """The baseline of ``settings.name``; checks its own keys (one-line ConfigError)."""
     name, options = settings.name, dict(settings.options)
     if name == "lowtemp":
         from presto.baselines.lowtemp import LowTemperature
 
-        _check_keys(options, name, ())
+        check_keys(options, "sampler", f"sampler={name}", ())
         return LowTemperature(settings.tau)
     if name == "best_of_n":
         from presto.baselines.best_of_n import SCORES, BestOfN
 
-        _check_keys(options, name, ("num_samples", "score"))
+        check_keys(options, "sampler", f"sampler={name}", ("num_samples", "score"))
         score = options.get("score", "logq")
         if score not in SCORES:
             raise ConfigError(f"sampler.score={score} is not allowed; choose one of: {', '.join(SCORES)}")
@@ -70,7 +63,7 @@ def build_baseline(settings: SamplerSettings) -> Baseline:
     if name == "power_smc":
         from presto.baselines.power_smc import PowerSMC
 
-        _check_keys(options, name, ("num_particles", "ramp_tokens", "ess_threshold"))
+        check_keys(options, "sampler", f"sampler={name}", ("num_particles", "ramp_tokens", "ess_threshold"))
         threshold = options.get("ess_threshold", 0.5)
         if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
             raise ConfigError(f"sampler.ess_threshold must be a number in [0, 1], got {threshold!r}")

@@ -6,8 +6,11 @@ model call. The intermediate target after t generated tokens is
     gamma_t(x) = p0(x_{1:min(t, L)})^{alpha_t},   alpha_t = 1 + (alpha - 1) * min(1, t / R)
 
 where L is the particle's length up to and including its first EOS (a finished particle
-stops growing) and R the ramp length (the paper's 400 tokens; R = 0 targets alpha from the
-start). Extending a particle from t0 to t1 tokens multiplies its weight by
+stops growing) and R the ramp length (the paper's 400 tokens of n = 1024; R = 0 targets
+alpha from the start). R is capped at n: a ramp longer than the answer would end below
+alpha, and the answer would not target p0^alpha at all.
+
+Extending a particle from t0 to t1 tokens multiplies its weight by
 gamma_t1 / (gamma_t0 * q_tau(new tokens)), i.e. in logs
 
     alpha_t1 * log p0(x_{1:t1}) - alpha_t0 * log p0(x_{1:t0}) - log q_tau(x_{t0+1:t1}).
@@ -118,12 +121,13 @@ class PowerSMC:
         log_weights = np.zeros(count)
         history: list[BlockRecord] = []
         calls = 0
+        ramp = min(self.ramp_tokens, schedule.stages * schedule.block_size)
         for block in range(schedule.stages):
             rng = stream(key, POWER_SMC_STREAM, block)
             block_seeds = seeds(rng, count)
             t0, t1 = block * schedule.block_size, (block + 1) * schedule.block_size
-            a0 = ramped_alpha(self.alpha, t0, self.ramp_tokens)
-            a1 = ramped_alpha(self.alpha, t1, self.ramp_tokens)
+            a0 = ramped_alpha(self.alpha, t0, ramp)
+            a1 = ramped_alpha(self.alpha, t1, ramp)
             live = [i for i in range(count) if not finished[i]]
             requests = [
                 SuffixRequest(

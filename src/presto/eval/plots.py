@@ -309,7 +309,7 @@ def epsilon_shares(accept: np.ndarray, epsilon: float = EPSILON) -> dict[str, fl
 
 def plot_epsilon_histogram(runs: Sequence[RunData], path: Path, epsilon: float = EPSILON) -> Path | None:
     """Histogram of acceptance probabilities and the epsilon-class shares per run."""
-    data = [(run.label, acceptance_probabilities(run.trees)) for run in runs]
+    data = [(run.label, acceptance_probabilities([t for r in run.trees_by_chain.values() for t in r])) for run in runs]
     data = [(label, a) for label, a in data if a.size]
     if not data:
         return None

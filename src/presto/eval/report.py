@@ -10,12 +10,12 @@ sampler; the test-time baselines' time and memory; and the figures of presto.eva
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 from presto.eval.runs import QUALITY_STATS, Comparison, RunData, compare, pool, sequential_baseline
-from presto.eval.tost import DEFAULT_LEVEL, DEFAULT_MARGIN_SD, PooledResult
+from presto.eval.tost import DEFAULT_LEVEL, DEFAULT_MARGIN_SD, PooledResult, interval_percent
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -39,20 +39,29 @@ def _mean_chain(run: RunData, key: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def tost_rows(comparisons: Sequence[Comparison], stats: Sequence[str] = QUALITY_STATS) -> list[list[Any]]:
+def tost_rows(
+    comparisons: Sequence[Comparison],
+    stats: Sequence[str] = QUALITY_STATS,
+    name: Callable[[Comparison], str] | None = None,
+) -> list[list[Any]]:
+    """One row per comparison and statistic, named by ``name`` (default: the variant's label)."""
+    name = name or (lambda c: c.variant.label)
     rows = []
     for c in comparisons:
         for stat in stats:
             t = c.tost.get(stat)
             if t is None:
-                rows.append([c.variant.label, stat, None, None, None, None, None, None])
+                rows.append([name(c), stat, None, None, None, None, None, None])
                 continue
             ci = f"[{t.ci_low:.3g}, {t.ci_high:.3g}]"
-            rows.append([c.variant.label, stat, t.n, t.mean_diff, ci, t.margin, t.p_eq, t.equivalent])
+            verdict = t.equivalent if t.defined else "undefined (baseline SD 0)"
+            rows.append([name(c), stat, t.n, t.mean_diff, ci, t.margin, t.p_eq, verdict])
     return rows
 
 
-TOST_HEADER = ("variant", "statistic", "pairs", "mean diff (B−A)", "90% CI", "margin δ", "p_eq", "equivalent")
+def tost_header(level: float = DEFAULT_LEVEL) -> tuple[str, ...]:
+    ci = f"{interval_percent(level)} CI"
+    return ("variant", "statistic", "pairs", "mean diff (B−A)", ci, "margin δ", "p_eq", "equivalent")
 
 
 def pooled_rows(pooled: Mapping[str, PooledResult | None]) -> list[list[Any]]:
@@ -63,10 +72,14 @@ def pooled_rows(pooled: Mapping[str, PooledResult | None]) -> list[list[Any]]:
     ]
 
 
-POOLED_HEADER = ("statistic", "pairs pooled", "pooled diff (SD units)", "90% CI", "margin (SD)", "p_eq", "equivalent")
+def pooled_header(level: float = DEFAULT_LEVEL) -> tuple[str, ...]:
+    ci = f"{interval_percent(level)} CI"
+    return ("statistic", "pairs pooled", "pooled diff (SD units)", ci, "margin (SD)", "p_eq", "equivalent")
 
 
-def comparison_lines(comparisons: Sequence[Comparison], pooled: Mapping[str, PooledResult | None]) -> list[str]:
+def comparison_lines(
+    comparisons: Sequence[Comparison], pooled: Mapping[str, PooledResult | None], level: float = DEFAULT_LEVEL
+) -> list[str]:
     """Plain-text/markdown lines for scripts/compare_runs.py."""
     lines: list[str] = []
     rows = []
@@ -102,13 +115,24 @@ def comparison_lines(comparisons: Sequence[Comparison], pooled: Mapping[str, Poo
         ),
         rows,
     )
-    lines += ["", "## Paired TOST (B − A; equivalent when p_eq < 0.05)", ""]
+    notes = []
+    for c in comparisons:
+        if any(c.unpaired):
+            notes.append(
+                f"- note: {c.unpaired[0]} chains of {c.baseline.path} and {c.unpaired[1]} of {c.variant.path} "
+                "have no partner (other prompts or chain counts) and are left out"
+            )
+        if c.differences:
+            notes.append(f"- note: {c.baseline.path} and {c.variant.path} differ in {'; '.join(c.differences)}")
+    if notes:
+        lines += ["", *notes]
+    lines += ["", f"## Paired TOST (B − A; equivalent when p_eq < {level:g})", ""]
     for c in comparisons:
         lines.append(f"- {c.baseline.path} vs {c.variant.path}")
-    lines += ["", *_table(TOST_HEADER, tost_rows(comparisons))]
+    lines += ["", *_table(tost_header(level), tost_rows(comparisons))]
     if pooled:
         lines += ["", "## Pooled fixed-effect TOST over all pairs", ""]
-        lines += _table(POOLED_HEADER, pooled_rows(pooled))
+        lines += _table(pooled_header(level), pooled_rows(pooled))
     return lines
 
 
@@ -165,8 +189,8 @@ def build_report(
             comparison = None
             if baseline is not None:
                 try:
-                    comparison = compare(baseline, run, unit="chain", margin_sd=margin_sd, level=level)
-                    comparisons.setdefault(str(s.get("sampler")), []).append(comparison)
+                    comparison = compare(baseline, run, margin_sd=margin_sd, level=level)
+                    comparisons.setdefault(run.label, []).append(comparison)
                 except ValueError:
                     comparison = None
             sp = comparison.speedup if comparison else None
@@ -213,14 +237,21 @@ def build_report(
         lines += [
             "## Quality equivalence (paired TOST vs the sequential run)",
             "",
-            f"Per chain pair (prompt, chain); margin δ = {margin_sd} baseline SDs; equivalent when p_eq < {level}.",
+            f"Per prompt (its chains averaged), as in the paper; margin δ = {margin_sd} baseline SDs; "
+            f"equivalent when p_eq < {level}. Each variant is pooled over its settings (independent "
+            "baselines; a baseline enters once).",
             "",
         ]
-        for sampler, items in comparisons.items():
-            lines += [f"### {sampler}", "", *_table(TOST_HEADER, tost_rows(items)), ""]
+        for label, items in comparisons.items():
+            rows = tost_rows(items, name=lambda c: _setting_title(c.variant))
+            lines += [f"### {label}", "", *_table(("setting", *tost_header(level)[1:]), rows), ""]
             pooled = {stat: pool(items, stat, margin_sd=margin_sd, level=level) for stat in QUALITY_STATS}
             if len(items) > 1 and any(pooled.values()):
-                lines += ["Pooled over its pairs (fixed effect):", "", *_table(POOLED_HEADER, pooled_rows(pooled))]
+                lines += [
+                    "Pooled over its settings (fixed effect):",
+                    "",
+                    *_table(pooled_header(level), pooled_rows(pooled)),
+                ]
                 lines.append("")
 
     if baseline_runs:

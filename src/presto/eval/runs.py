@@ -14,6 +14,7 @@ the spread of time per call across units.
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -22,11 +23,16 @@ from typing import Any
 
 import numpy as np
 
+from presto.config import flatten
 from presto.eval.tost import DEFAULT_LEVEL, DEFAULT_MARGIN_SD, PooledResult, TostResult, paired_tost, pooled_tost
 from presto.runner.outputs import read_jsonl
 
 QUALITY_STATS = ("loglik", "confidence")
-# Summary keys that define a setting: two runs pair up when these agree (the stepper and seed may differ).
+# What defines a setting: two runs pair up when these agree. Every key of these config
+# sections counts (a sampler's beta or temperatures, the toy table, the dataset file, the
+# dtype); the stepper (traversal, budget), the seed, the logger and run options may differ.
+# A run without config.yaml is described by these summary keys instead.
+SETTING_SECTIONS = ("engine", "model", "dataset", "sampler")
 SETTING_KEYS = ("sampler", "alpha", "tau", "max_new_tokens", "block_size", "steps", "prompts")
 
 
@@ -44,13 +50,15 @@ class RunData:
 
     @cached_property
     def trees_by_chain(self) -> dict[tuple[str, int], list[dict[str, Any]]]:
-        """Prefetch rounds of each (prompt_id, chain), in round order."""
-        grouped: dict[tuple[str, int], list[dict[str, Any]]] = {}
+        """Prefetch rounds of each (prompt_id, chain), in round order.
+
+        A round logged twice (a run resumed by a version that kept an interrupted chain's
+        rounds) counts once: the later record, from the attempt that finished the chain.
+        """
+        latest: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
         for tree in self.trees:
-            grouped.setdefault((tree["prompt_id"], tree["chain"]), []).append(tree)
-        for rounds in grouped.values():
-            rounds.sort(key=lambda t: t["round"])
-        return grouped
+            latest.setdefault((tree["prompt_id"], tree["chain"]), {})[tree["round"]] = tree
+        return {chain: [rounds[r] for r in sorted(rounds)] for chain, rounds in latest.items()}
 
     @cached_property
     def config(self) -> dict[str, Any]:
@@ -83,10 +91,24 @@ class RunData:
     def is_sequential(self) -> bool:
         return self.summary.get("traversal") == "sequential"
 
+    def setting_values(self) -> dict[str, Any]:
+        """Dotted key -> value of everything that must agree for a baseline/variant pair."""
+        if not self.config:  # a run directory without config.yaml: what its summary says
+            return {f"summary.{k}": self.summary.get(k) for k in SETTING_KEYS}
+        values = {}
+        for section in SETTING_SECTIONS:
+            values.update(flatten(self.config.get(section, {}), section))
+        return values
+
     def setting(self) -> tuple:
-        """What must agree for two runs to be a baseline/variant pair (all but the stepper and seed)."""
-        where = tuple(self._select(k) for k in ("engine.name", "model.path", "dataset.name"))
-        return where + tuple(self.summary.get(k) for k in SETTING_KEYS)
+        """A hashable form of ``setting_values`` (all but the stepper, seed, logger and run options)."""
+        return tuple(sorted((k, repr(v)) for k, v in self.setting_values().items()))
+
+
+def setting_differences(a: RunData, b: RunData) -> list[str]:
+    """'key (A vs B)' for each setting value on which two runs disagree."""
+    va, vb = a.setting_values(), b.setting_values()
+    return [f"{k} ({va.get(k)!r} vs {vb.get(k)!r})" for k in sorted(va.keys() | vb.keys()) if va.get(k) != vb.get(k)]
 
 
 def load_run(path: str | Path) -> RunData:
@@ -106,10 +128,18 @@ def find_runs(root: str | Path) -> list[RunData]:
 
 
 def load_runs(paths: Sequence[Path]) -> list[RunData]:
-    """Every run under ``paths``; a ValueError with one line when a path or all runs are missing."""
+    """Every run under ``paths``; a ValueError with one line when a path or all runs are missing.
+
+    Directories with chains.jsonl but no summary.json (a run still going, or killed before
+    it could write one) are left out, with a notice on stderr naming them.
+    """
     missing = [str(p) for p in paths if not Path(p).is_dir()]
     if missing:
         raise ValueError(f"no such directory: {', '.join(missing)}")
+    for path in paths:
+        for chains in sorted(Path(path).rglob("chains.jsonl")):
+            if not (chains.parent / "summary.json").is_file():
+                print(f"notice: {chains.parent} left out: no summary.json (still running, or killed)", file=sys.stderr)
     runs = [run for path in paths for run in find_runs(path)]
     if not runs:
         raise ValueError(f"no run directory (with summary.json) under {' '.join(map(str, paths))}")
@@ -184,7 +214,7 @@ def speedup(pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> Speedup:
 
 
 def paired_values(
-    pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]], stat: str, unit: str = "chain"
+    pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]], stat: str, unit: str = "prompt"
 ) -> tuple[np.ndarray, np.ndarray]:
     """(baseline, variant) values of ``stat`` per unit; ``unit='prompt'`` averages each prompt's chains.
 
@@ -212,6 +242,8 @@ class Comparison:
     speedup: Speedup
     tost: dict[str, TostResult | None] = field(default_factory=dict)
     seed_matched: bool = False
+    unpaired: tuple[int, int] = (0, 0)  # chains of the baseline and of the variant without a partner
+    differences: list[str] = field(default_factory=list)  # setting values that differ (when allowed)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -220,6 +252,8 @@ class Comparison:
             "baseline_label": self.baseline.label,
             "variant_label": self.variant.label,
             "seed_matched": self.seed_matched,
+            "unpaired_chains": list(self.unpaired),
+            "setting_differences": self.differences,
             "speedup": self.speedup.__dict__,
             "tost": {k: (v.as_dict() if v else None) for k, v in self.tost.items()},
         }
@@ -230,13 +264,27 @@ def compare(
     variant: RunData,
     *,
     stats: Sequence[str] = QUALITY_STATS,
-    unit: str = "chain",
+    unit: str = "prompt",
     margin_sd: float = DEFAULT_MARGIN_SD,
     level: float = DEFAULT_LEVEL,
+    allow_different_settings: bool = False,
 ) -> Comparison:
-    """Pair the chains of two runs, then speedup and one paired TOST per statistic."""
+    """Pair the chains of two runs, then speedup and one paired TOST per statistic.
+
+    The runs must share their setting (``RunData.setting_values``: same engine, model,
+    dataset and sampler options) unless ``allow_different_settings``; otherwise a
+    ValueError names the keys that differ. The default unit is the prompt (its chains
+    averaged), as in the paper's test: chains of one prompt are not independent units.
+    """
+    differences = setting_differences(baseline, variant)
+    if differences and not allow_different_settings:
+        raise ValueError(
+            "the runs differ in their setting, so the comparison would not measure PreSTO alone: "
+            + "; ".join(differences)
+        )
     pairs = pair_chains(baseline, variant)
-    result = Comparison(baseline, variant, speedup(pairs))
+    result = Comparison(baseline, variant, speedup(pairs), differences=differences)
+    result.unpaired = (len(baseline.chains) - len(pairs), len(variant.chains) - len(pairs))
     result.seed_matched = all(p[0].get("seed") == p[1].get("seed") for p in pairs)
     for stat in stats:
         a, b = paired_values(pairs, stat, unit)
@@ -247,8 +295,18 @@ def compare(
 def pool(
     comparisons: Sequence[Comparison], stat: str, *, margin_sd: float = DEFAULT_MARGIN_SD, level: float = DEFAULT_LEVEL
 ) -> PooledResult | None:
-    """Fixed-effect pooled TOST of one statistic over several comparisons (None if none usable)."""
-    results = [c.tost.get(stat) for c in comparisons]
+    """Fixed-effect pooled TOST of one statistic over several comparisons (None if none usable).
+
+    The pooled test assumes independent pairs, so a baseline run enters once: of several
+    comparisons against the same baseline only the first is pooled.
+    """
+    seen: set[Path] = set()
+    independent = []
+    for c in comparisons:
+        if c.baseline.path not in seen:
+            seen.add(c.baseline.path)
+            independent.append(c)
+    results = [c.tost.get(stat) for c in independent]
     results = [r for r in results if r is not None and r.baseline_sd > 0]
     return pooled_tost(results, margin_sd=margin_sd, level=level) if results else None
 

@@ -12,6 +12,12 @@ mu_d >= delta. p_eq is the larger of their p-values; p_eq < level is the same as
 is 0.2 standard deviations of the baseline's statistic across units (a conventional small
 effect), as in the paper's Case Study 3.
 
+A margin of 0.2 SDs is undefined when the baseline has no spread (every unit has the same
+value, e.g. chains that all reach the same answer): such a test is reported as undefined
+(``p_eq`` NaN, not equivalent) rather than "not equivalent". Spreads below rounding
+(``SD_TOLERANCE`` relative to the values) count as none, so the verdict does not hang on
+the last bits of an average.
+
 Several pairs (datasets, models) are pooled with a fixed-effect average of standardized
 mean differences (each pair's mean difference and standard error divided by its baseline
 SD, weighted by inverse variance) and tested against the same margin, in SD units, with
@@ -29,6 +35,19 @@ import numpy as np
 
 DEFAULT_MARGIN_SD = 0.2
 DEFAULT_LEVEL = 0.05
+SD_TOLERANCE = 1e-12  # relative: a baseline SD below this times the values' scale is rounding
+
+
+def check_level(level: float) -> float:
+    """The TOST level must lie in (0, 0.5): the (1 - 2 level) interval has to exist."""
+    if not 0 < level < 0.5:
+        raise ValueError(f"the equivalence level must be in (0, 0.5), got {level}")
+    return level
+
+
+def interval_percent(level: float) -> str:
+    """Name of the (1 - 2 level) confidence interval, e.g. '90%' for level 0.05."""
+    return f"{100 * (1 - 2 * level):g}%"
 
 
 @dataclass(frozen=True)
@@ -51,6 +70,11 @@ class TostResult:
     ci_high: float
     level: float
     equivalent: bool
+
+    @property
+    def defined(self) -> bool:
+        """False when the margin is undefined (baseline without spread)."""
+        return not math.isnan(self.p_eq)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -104,9 +128,14 @@ def paired_tost(
     margin: float | None = None,
     level: float = DEFAULT_LEVEL,
 ) -> TostResult:
-    """TOST on ``variant - baseline``; the margin is ``margin_sd`` baseline SDs unless given."""
+    """TOST on ``variant - baseline``; the margin is ``margin_sd`` baseline SDs unless given.
+
+    Without a given margin and with a baseline SD of zero (within ``SD_TOLERANCE``) the
+    test is undefined: ``p_eq`` is NaN and ``equivalent`` False.
+    """
     from scipy import stats
 
+    check_level(level)
     a = np.asarray(baseline, dtype=np.float64)
     b = np.asarray(variant, dtype=np.float64)
     if a.shape != b.shape or a.ndim != 1:
@@ -120,12 +149,16 @@ def paired_tost(
     mean, sd = float(d.mean()), float(d.std(ddof=1))
     se = sd / math.sqrt(n)
     baseline_sd = float(a.std(ddof=1))
+    if baseline_sd <= SD_TOLERANCE * max(1.0, float(np.abs(a).max())):
+        baseline_sd = 0.0
     delta = margin_sd * baseline_sd if margin is None else float(margin)
     if delta < 0:
         raise ValueError(f"the margin must be >= 0, got {delta}")
     t_lower, p_lower, t_upper, p_upper = _one_sided(mean, se, delta, n - 1)
     half = float(stats.t(n - 1).ppf(1 - level)) * se
     p_eq = max(p_lower, p_upper)
+    if margin is None and baseline_sd == 0:
+        p_eq = math.nan  # a margin of 0.2 x 0: no equivalence question to answer
     return TostResult(
         n=n,
         mean_diff=mean,
@@ -142,7 +175,7 @@ def paired_tost(
         ci_low=mean - half,
         ci_high=mean + half,
         level=level,
-        equivalent=p_eq < level,
+        equivalent=bool(p_eq < level),
     )
 
 
@@ -152,11 +185,15 @@ def pooled_tost(
     """Fixed-effect pooling of several pairs' standardized mean differences, then TOST.
 
     Each pair contributes m_j = mean_j / sd_j with standard error se_j / sd_j (sd_j: its
-    baseline SD) and weight 1 / (se_j / sd_j)^2. Pairs whose differences are all equal
-    (standard error 0) are known exactly and dominate: the estimate is their average.
+    baseline SD) and weight 1 / (se_j / sd_j)^2. Inverse-variance weights are infinite for
+    a pair whose differences are all equal (standard error 0, e.g. identical chains), and
+    letting such pairs alone decide would ignore every other pair; so when one is present
+    the pairs are averaged with equal weights instead, with standard error
+    sqrt(sum (se_j / sd_j)^2) / J (exact for independent pairs).
     """
     from scipy import stats
 
+    check_level(level)
     if not results:
         raise ValueError("pooling needs at least one pair")
     usable = [r for r in results if r.baseline_sd > 0]
@@ -164,9 +201,8 @@ def pooled_tost(
         raise ValueError("no pair has a baseline with positive standard deviation; cannot standardize")
     m = np.array([r.mean_diff / r.baseline_sd for r in usable])
     s = np.array([r.se / r.baseline_sd for r in usable])
-    exact = s == 0
-    if exact.any():
-        estimate, se = float(m[exact].mean()), 0.0
+    if (s == 0).any():
+        estimate, se = float(m.mean()), float(math.sqrt(np.sum(s**2)) / len(s))
     else:
         weights = 1.0 / s**2
         estimate = float(np.sum(weights * m) / np.sum(weights))
@@ -187,5 +223,5 @@ def pooled_tost(
         ci_low=estimate - half,
         ci_high=estimate + half,
         level=level,
-        equivalent=p_eq < level,
+        equivalent=bool(p_eq < level),
     )

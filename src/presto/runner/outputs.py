@@ -30,11 +30,18 @@ def dumps(record: dict[str, Any]) -> str:
     return json.dumps(_plain(record), allow_nan=False)
 
 
-def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
-    """Write to a temporary sibling, then rename: readers never see half a file."""
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write to a temporary sibling, then rename: readers (and a kill midway) never see half a file."""
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(_plain(data), indent=2, allow_nan=False) + "\n")
+    with tmp.open("w") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
+    write_text_atomic(path, json.dumps(_plain(data), indent=2, allow_nan=False) + "\n")
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
@@ -50,6 +57,10 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _chain_key(record: dict[str, Any]) -> tuple[str, int]:
+    return str(record.get("prompt_id")), int(record.get("chain", -1))
+
+
 class RunWriter:
     """Owns the output files of one run directory."""
 
@@ -59,7 +70,8 @@ class RunWriter:
         chains = run_dir / "chains.jsonl"
         if not resume and chains.exists() and chains.stat().st_size > 0:
             raise FileExistsError(
-                f"{chains} already holds chains: pass run.resume=true to continue it, or a new hydra.run.dir"
+                f"{chains} already holds chains: pass run.resume=true to continue it, or another output "
+                "directory (hydra.run.dir; hydra.sweep.dir with -m)"
             )
 
     def __init__(self, run_dir: Path, resume: bool) -> None:
@@ -70,14 +82,19 @@ class RunWriter:
         self.check(run_dir, resume)
         run_dir.mkdir(parents=True, exist_ok=True)
         self.previous = read_jsonl(self.chains_path) if resume else []
-        if resume and self.chains_path.exists():
-            # Drop a torn last line so appends start on a clean line.
-            self.chains_path.write_text("".join(dumps(r) + "\n" for r in self.previous))
+        if resume:
+            # Drop a torn last line so appends start on a clean line, and the rounds of chains
+            # that did not finish: they run again from their start and log those rounds anew.
+            finished = self.finished()
+            trees = [t for t in read_jsonl(self.trees_path) if _chain_key(t) in finished]
+            write_text_atomic(self.chains_path, "".join(dumps(r) + "\n" for r in self.previous))
+            write_text_atomic(self.trees_path, "".join(dumps(t) + "\n" for t in trees))
         self._chains: TextIO = self.chains_path.open("a")
-        self._trees: TextIO = self.trees_path.open("a")
+        # A new run starts its tree log afresh (an earlier attempt may have died before any chain finished).
+        self._trees: TextIO = self.trees_path.open("a" if resume else "w")
 
     def finished(self) -> set[tuple[str, int]]:
-        return {(str(r["prompt_id"]), int(r["chain"])) for r in self.previous}
+        return {_chain_key(r) for r in self.previous}
 
     def append_chain(self, record: dict[str, Any]) -> None:
         self._chains.write(dumps(record) + "\n")

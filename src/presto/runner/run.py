@@ -20,7 +20,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from presto.baselines import Baseline
-from presto.config import RunSettings, SamplerSettings, validate
+from presto.config import ConfigError, RunSettings, SamplerSettings, flatten, validate
 from presto.engines import Engine, build_engine
 from presto.runner.logging import build_logger
 from presto.runner.outputs import RunWriter
@@ -218,8 +218,30 @@ def load_task_and_engine(cfg: DictConfig, settings: RunSettings) -> tuple[Task, 
     if dataset_cfg.get("seed") is None:  # GPQA shuffles its choices by the run seed
         dataset_cfg["seed"] = settings.seed
     task = build_task(dataset_cfg)
-    problems = task.load()[: settings.num_prompts]
+    available = task.load()
+    problems = available[: settings.num_prompts]
+    if len(available) < settings.num_prompts:
+        print(
+            f"notice: dataset {dataset_cfg.get('name')} has {len(available)} prompts; running all of them "
+            f"(dataset.num_prompts={settings.num_prompts})",
+            file=sys.stderr,
+        )
+    check_unique_ids(problems)
     return task, problems, engine_from_config(cfg)
+
+
+def check_unique_ids(problems: list[Problem]) -> None:
+    """Chains are keyed by problem id (records, resume, pairing): two rows with one id would collide."""
+    first: dict[str, int] = {}
+    for problem in problems:
+        if problem.problem_id in first:
+            from presto.tasks import TaskDataError
+
+            raise TaskDataError(
+                f"problem id {problem.problem_id!r} appears twice (prompts {first[problem.problem_id]} and "
+                f"{problem.index}); ids must be unique"
+            )
+        first[problem.problem_id] = problem.index
 
 
 def engine_from_config(cfg: DictConfig) -> Engine:
@@ -227,6 +249,30 @@ def engine_from_config(cfg: DictConfig) -> Engine:
     return build_engine(
         OmegaConf.to_container(cfg.engine, resolve=True), OmegaConf.to_container(cfg.model, resolve=True)
     )
+
+
+# What a resumed run may change: how it is shown and logged, and how many prompts and chains
+# it covers (chains are keyed by prompt and index, so more of them extend the same run).
+RESUMABLE_CHANGES = ("run.resume", "run.progress", "dataset.num_prompts", "run.chains_per_prompt")
+
+
+def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
+    """Refuse to resume a run directory with another config: its chains would mix two runs."""
+    saved_path = run_dir / "config.yaml"
+    if not saved_path.is_file():
+        return
+    saved = flatten(OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False))
+    current = flatten(OmegaConf.to_container(cfg, resolve=True))
+    changed = [
+        f"{key} ({saved.get(key)!r} -> {current.get(key)!r})"
+        for key in sorted(saved.keys() | current.keys())
+        if saved.get(key) != current.get(key) and key not in RESUMABLE_CHANGES and not key.startswith("logger.")
+    ]
+    if changed:
+        raise ConfigError(
+            f"run.resume=true, but {run_dir} was made with another config: {'; '.join(changed)} "
+            "(resume with the same overrides, or use another output directory)"
+        )
 
 
 def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
@@ -237,6 +283,8 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
 
     run_dir = Path(run_dir)
     RunWriter.check(run_dir, settings.resume)
+    if settings.resume:
+        check_resume_config(cfg, run_dir)
     task, problems, engine = load_task_and_engine(cfg, settings)
     if traversal is not None and isinstance(kernel, Kernel):
         warn_if_not_exact(engine)
@@ -250,7 +298,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     if settings.resume and writer.summary_path.exists():
         previous_summary_time = float(json.loads(writer.summary_path.read_text()).get("wall_time_s") or 0.0)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    rescore = bool(OmegaConf.select(cfg, "run.rescore", default=False))
+    rescore = OmegaConf.select(cfg, "run.rescore", default=False)  # validated as a flag
     schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
     records = list(writer.previous)
     done = writer.finished()

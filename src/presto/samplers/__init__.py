@@ -7,13 +7,17 @@ YAML keys) and raise :class:`presto.config.ConfigError` with one line naming the
 
 from __future__ import annotations
 
-from presto.config import SamplerSettings
+from presto.config import SamplerSettings, check_keys
 from presto.samplers.kernel import Kernel
+
+# Each kernel's own YAML keys besides the shared ones (alpha, tau, n, B, K).
+KERNEL_KEYS = {"powermh": (), "entropycut": ("beta", "uniform_mix"), "multitry": ("num_candidates", "temperatures")}
 
 
 def build_kernel(settings: SamplerSettings) -> Kernel:
     """The kernel of ``settings.name``; options missing from the YAML take the paper's defaults."""
     options = settings.options
+    check_keys(options, "sampler", f"sampler={settings.name}", KERNEL_KEYS.get(settings.name, ()))
     if settings.name == "powermh":
         from presto.samplers.powermh import PowerMH
 
