@@ -140,6 +140,15 @@ def test_multirun_sweeps_budgets(toy_table, tmp_path):
     assert summaries == [1, 3]
 
 
+def test_a_bad_sweep_point_stops_the_sweep_before_any_job(toy_table, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    args = toy_args(toy_table, tmp_path / "unused", f"hydra.sweep.dir={sweep_dir}")
+    result = run_cli("-m", *args, "budget.n_pf=3,0,5", "traversal=bfs,sequential")
+    assert result.returncode == 2, result.stderr
+    assert "error: sweep job 2 of 6 (budget.n_pf=0 traversal=bfs): budget.n_pf must be >= 1" in result.stderr
+    assert not sweep_dir.exists(), "no job may have run"
+
+
 @pytest.mark.parametrize(
     ("override", "needle"),
     [

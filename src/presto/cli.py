@@ -84,6 +84,44 @@ def options_first(argv: list[str]) -> list[str]:
     return [*options, *overrides]
 
 
+def check_sweep_points(conf_dir: Path, argv: list[str]) -> None:
+    """With -m, validate every point of the sweep before the first job runs.
+
+    Hydra composes each job's config only when that job starts, so a bad value in the
+    third point of a sweep would stop it after hours of the first two. Each point is
+    composed here as the basic sweeper will (a cartesian product of the comma lists) and
+    checked as a run checks it before loading anything.
+    """
+    if not any(token in ("-m", "--multirun") for token in argv):
+        return
+    overrides = [t for t in argv if not t.startswith("-") and not t.lstrip("+~").startswith("hydra")]
+    try:
+        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        points = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)[0]
+    except Exception:  # a syntax or sweeper this check does not know: Hydra reports it itself
+        return
+    if len(points) < 2:
+        return
+    from hydra import compose, initialize_config_dir
+
+    from presto.config import validate
+    from presto.runner.run import build_sampler, build_traversal
+
+    errors = _user_errors()
+    swept = {o for point in points for o in point if any(o not in other for other in points)}
+    with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir)):
+        for number, point in enumerate(points):
+            try:
+                settings = validate(compose(config_name="config", overrides=point))
+                build_sampler(settings.sampler)
+                build_traversal(settings)
+            except errors as err:
+                where = " ".join(o for o in point if o in swept)
+                fail(f"sweep job {number} of {len(points)} ({where}): {str(err).splitlines()[0]}; no job was started")
+
+
 def with_default_engine(overrides: list[str]) -> list[str]:
     """Without an `engine=` override, run on vLLM when it is installed, else on transformers."""
     if any(o.lstrip("+~").split("=", 1)[0] == "engine" for o in overrides):
