@@ -81,6 +81,17 @@ def test_presto_chains_equal_sequential_chains_in_float64(engine, prompt):
             assert trace.accepts == reference_trace.accepts
 
 
+def test_sequences_past_the_models_positions_are_refused(engine, prompt):
+    from presto.config import ConfigError
+
+    limit = engine.max_sequence_tokens()
+    assert limit == engine.model.config.max_position_embeddings
+    with pytest.raises(ConfigError, match=f"needs {limit + 1} tokens"):
+        engine.generate([SuffixRequest(tuple(range(limit - 3)), 4, 1.0, 0)])
+    with pytest.raises(ValueError, match="non-empty prefix"):
+        engine.score([], [1, 2])
+
+
 def test_only_float64_is_reported_batch_invariant(engine, tmp_path):
     assert engine.batch_variance() is None
     float32 = HFEngine(make_tiny_model(tmp_path / "model32", seed=1), dtype="float32")

@@ -202,17 +202,24 @@ def test_concurrent_resolvers_convert_once(tmp_path: Path, monkeypatch: pytest.M
     assert results == [tmp_path / "models" / DEFAULT_MODEL] * 3
 
 
-def test_gguf_file_is_cached_by_name_and_size(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_gguf_file_is_cached_by_content(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     calls: list[Path] = []
     monkeypatch.setattr(assets, "_convert_gguf_into", _fake_converter(calls))
     gguf = tmp_path / "other.Q8_0.gguf"
     gguf.write_bytes(b"0" * 123)
     out = resolve_model_dir(str(gguf), tmp_path / "cache")
-    assert out == tmp_path / "cache" / "models" / "gguf" / "other.Q8_0-123"
+    assert out == tmp_path / "cache" / "models" / "gguf" / f"other.Q8_0-123-{assets.gguf_fingerprint(gguf)}"
     assert calls == [gguf.resolve()]
+    assert resolve_model_dir(str(gguf), tmp_path / "cache") == out and len(calls) == 1  # cached
     gguf.write_bytes(b"0" * 124)  # a different file under the same name gets its own folder
-    assert resolve_model_dir(str(gguf), tmp_path / "cache").name == "other.Q8_0-124"
+    assert resolve_model_dir(str(gguf), tmp_path / "cache").name.startswith("other.Q8_0-124-")
     assert len(calls) == 2
+    # Same name and size, other weights (two fine-tunes quantized alike): its own folder too.
+    big = 3 * (1 << 20)
+    gguf.write_bytes(b"0" * big)
+    first = resolve_model_dir(str(gguf), tmp_path / "cache")
+    gguf.write_bytes(b"0" * (big - 1) + b"1")
+    assert resolve_model_dir(str(gguf), tmp_path / "cache") != first and len(calls) == 4
 
 
 # --------------------------------------------------------------------------------------------
@@ -351,3 +358,10 @@ def test_converted_model_loads_offline_and_chats(smollm2_cache: Path) -> None:
     text = tokenizer.decode(out[0, len(ids) :])
     # the dequantized weights are sane: the model starts writing the function it was asked for
     assert "def " in text, text
+
+
+def test_an_unwritable_cache_is_one_line_naming_the_setting(tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("not a folder")
+    with pytest.raises(ModelNotFoundError, match="model.cache_dir=DIR or PRESTO_CACHE_DIR"):
+        resolve_model_dir(DEFAULT_MODEL, blocker / "cache")

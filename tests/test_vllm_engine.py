@@ -195,6 +195,17 @@ def test_too_long_request_is_one_clear_line(engine, prompt):
         engine.generate([SuffixRequest((), 4, 1.0, 0)])
 
 
+def test_a_temperature_vllm_would_raise_to_001_is_refused(engine, prompt):
+    # SamplingParams turns 0.005 into 0.01 with only a log line; log q would then describe 0.005.
+    calls = engine.stats.calls
+    with pytest.raises(ConfigError, match=r"samples at temperatures >= 0\.01, got 0\.005"):
+        engine.generate([SuffixRequest(tuple(prompt), 4, 0.005, 0)])
+    with pytest.raises(ConfigError, match=r"got 0\.001"):
+        engine.generate([SuffixRequest(tuple(prompt), 4, 0.5, 0, (0.001,))])
+    assert engine.stats.calls == calls
+    assert engine.max_sequence_tokens() == SMALL_ENGINE["max_model_len"]
+
+
 def test_kv_cache_too_small_for_max_model_len_is_one_clear_line(model_dirs, engine):
     from presto.engines.vllm import VLLMEngine
 

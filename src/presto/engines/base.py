@@ -25,8 +25,11 @@ import time
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
+
+from presto.config import ConfigError
 
 
 @dataclass(frozen=True)
@@ -93,6 +96,8 @@ class Engine(ABC):
     """
 
     name: str = "engine"
+    # The lowest sampling temperature the engine samples at exactly (vLLM raises lower ones).
+    min_temperature: float = 0.0
 
     def __init__(self) -> None:
         self.stats = CallStats()
@@ -101,6 +106,8 @@ class Engine(ABC):
         """One model call: all requests generated together. Returns results in order."""
         if not requests:
             return []
+        for request in requests:
+            self.check_temperatures((request.temperature, *request.extra_temperatures))
         unique: dict[SuffixRequest, int] = {}
         for request in requests:
             unique.setdefault(request, len(unique))
@@ -121,6 +128,25 @@ class Engine(ABC):
     def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
         """Generate distinct requests in one batched pass (subclasses implement this)."""
 
+    def check_temperatures(self, temperatures: Sequence[float]) -> None:
+        """Refuse a temperature this engine would not sample at: its log q would describe another law."""
+        low = [t for t in temperatures if t < self.min_temperature]
+        if low:
+            raise ConfigError(
+                f"engine={self.name} samples at temperatures >= {self.min_temperature}, got {min(low)} "
+                "(sampler.tau, or 1/sampler.alpha when tau is null, and sampler.temperatures)"
+            )
+
+    def max_sequence_tokens(self) -> int | None:
+        """The longest prompt + answer the engine serves (None: no limit)."""
+        return None
+
+    def check_fits(self, num_tokens: int, what: str) -> None:
+        """Refuse, with one line, a sequence the engine cannot serve (before any work is spent)."""
+        limit = self.max_sequence_tokens()
+        if limit is not None and num_tokens > limit:
+            raise ConfigError(f"{what} needs {num_tokens} tokens but engine={self.name} serves at most {limit}")
+
     def batch_variance(self) -> str | None:
         """None when a request's results are bit-identical in any batch, else why not and what fixes it.
 
@@ -133,8 +159,12 @@ class Engine(ABC):
 
     # --- text side: engines that serve a real model override these -------------------
 
-    def encode_prompt(self, messages: list[dict[str, str]], raw_prompt: str = "") -> list[int]:
-        """Token ids of a prompt: chat messages through the model's template, else raw text."""
+    def encode_prompt(self, messages: list[dict[str, str]], raw_prompt: str = "", **template_kwargs: Any) -> list[int]:
+        """Token ids of a prompt: chat messages through the model's template, else raw text.
+
+        ``template_kwargs`` go to the chat template (e.g. ``enable_thinking``); an engine
+        without a template ignores them.
+        """
         return []
 
     def decode(self, token_ids: Sequence[int]) -> str:

@@ -16,6 +16,21 @@ def eos_ids(tokenizer: Any, generation_eos: int | Sequence[int] | None) -> froze
     return frozenset(eos)
 
 
+def generation_eos(model_dir: str) -> int | list[int] | None:
+    """The EOS id(s) of a model folder's generation config, as transformers reads them.
+
+    Without generation_config.json transformers derives the generation config from
+    config.json (``GenerationConfig.from_model_config``); an engine that skipped that step
+    would miss EOS ids declared only there and cut graded text elsewhere than the hf engine.
+    """
+    from transformers import AutoConfig, GenerationConfig
+
+    try:
+        return GenerationConfig.from_pretrained(model_dir).eos_token_id
+    except OSError:
+        return GenerationConfig.from_model_config(AutoConfig.from_pretrained(model_dir)).eos_token_id
+
+
 class ChatText:
     """Prompt encoding through the chat template, decoding, and EOS ids from ``self.tokenizer``.
 

@@ -91,8 +91,15 @@ class HFEngine(ChatText, Engine):
         )
         return out.logits
 
+    def max_sequence_tokens(self) -> int | None:
+        # Past its trained positions a model's logits are out of distribution, not an error.
+        return getattr(self.model.config, "max_position_embeddings", None)
+
     def score(self, prefix, tokens):
         torch = self._torch
+        if not len(prefix) or not len(tokens):
+            raise ValueError("score needs a non-empty prefix and at least one token")
+        self.check_fits(len(prefix) + len(tokens), "rescoring (prefix + tokens)")
         ids = list(prefix) + [int(t) for t in tokens]
         with torch.inference_mode():
             logits = self.model(input_ids=torch.tensor([ids])).logits[0, len(prefix) - 1 : len(ids) - 1]
@@ -102,6 +109,8 @@ class HFEngine(ChatText, Engine):
         return picked.numpy(), entropy.numpy()
 
     def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
+        for request in requests:
+            self.check_fits(len(request.prefix) + request.num_new_tokens, "a request (prefix + new tokens)")
         results: list[SuffixResult | None] = [None] * len(requests)
         with self._torch.inference_mode():
             for group in group_prefix_chains(requests):

@@ -45,7 +45,7 @@ from typing import Any
 import numpy as np
 
 from presto.engines.base import Engine, SuffixRequest, SuffixResult
-from presto.engines.chat_text import ChatText, eos_ids
+from presto.engines.chat_text import ChatText, eos_ids, generation_eos
 from presto.engines.errors import EngineUnavailableError
 
 
@@ -137,6 +137,9 @@ class VLLMEngine(ChatText, Engine):
     """The engine layer on vLLM's offline ``LLM``: one ``generate`` per model call."""
 
     name = "vllm"
+    # SamplingParams raises any temperature in (0, 0.01) to 0.01 (with a log line only); the
+    # recorder would still compute log q at the requested one, for a law never sampled.
+    min_temperature = 0.01
 
     def __init__(self, model_dir: str | os.PathLike[str], **options: Any) -> None:
         super().__init__()
@@ -300,14 +303,10 @@ class VLLMEngine(ChatText, Engine):
         return EngineUnavailableError(f"vLLM could not start: {line}")
 
     def _load_tokenizer(self) -> None:
-        from transformers import AutoTokenizer, GenerationConfig
+        from transformers import AutoTokenizer
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
-        try:
-            generation_eos = GenerationConfig.from_pretrained(str(self.model_dir)).eos_token_id
-        except OSError:
-            generation_eos = None
-        self._eos = eos_ids(self.tokenizer, generation_eos)
+        self._eos = eos_ids(self.tokenizer, generation_eos(str(self.model_dir)))
 
     def _warm_up(self) -> None:
         """A small call shaped like a real one, so one-time setup is not charged to the first model call.
@@ -332,7 +331,10 @@ class VLLMEngine(ChatText, Engine):
 
     # --- model side --------------------------------------------------------------------
 
-    def _check_fits(self, num_tokens: int, what: str) -> None:
+    def max_sequence_tokens(self) -> int | None:
+        return self.max_model_len
+
+    def check_fits(self, num_tokens: int, what: str) -> None:
         """Refuse, with one line, a sequence vLLM would reject or could never schedule."""
         if num_tokens > self.max_model_len:
             raise _config_error(
@@ -356,7 +358,7 @@ class VLLMEngine(ChatText, Engine):
         for request in requests:
             if not request.prefix:
                 raise ValueError("the vllm engine needs a non-empty prefix (prompt) for every request")
-            self._check_fits(len(request.prefix) + request.num_new_tokens, "a request (prefix + new tokens)")
+            self.check_fits(len(request.prefix) + request.num_new_tokens, "a request (prefix + new tokens)")
             self._serial += 1
             key = f"{self._prefix}-{self._serial}"
             keys.append(key)
@@ -422,7 +424,7 @@ class VLLMEngine(ChatText, Engine):
         if not prefix or not tokens:
             raise ValueError("score needs a non-empty prefix and at least one token")
         ids = [int(t) for t in prefix] + tokens
-        self._check_fits(len(ids) + 1, "rescoring (prefix + tokens)")
+        self.check_fits(len(ids) + 1, "rescoring (prefix + tokens)")
         params = SamplingParams(
             temperature=1.0,
             max_tokens=1,

