@@ -119,11 +119,18 @@ def replay_tree(record: dict[str, Any], max_budget: int) -> tuple[PrefetchTree, 
     return tree, accept, logged, depth_cap, truncated
 
 
+class FeatureMismatch(Exception):
+    """The predictor needs a feature the logged nodes do not carry (trees from another version)."""
+
+
 def predicted_h(predictor, logged: list) -> np.ndarray:
     h = np.full(len(logged), 0.5)
     rows = [(i, n["features"]) for i, n in enumerate(logged) if n is not None and n.get("feasible")]
     if predictor is not None and rows:
-        matrix = feature_matrix([f for _, f in rows], predictor.feature_names)
+        try:
+            matrix = feature_matrix([f for _, f in rows], predictor.feature_names)
+        except KeyError as err:  # told apart from a KeyError of a malformed record
+            raise FeatureMismatch(f"--predictor {predictor.path}: {err.args[0]}") from None
         h[[i for i, _ in rows]] = predictor.branch_probability(matrix)
     return h
 
@@ -220,27 +227,32 @@ def print_table(result: dict[str, Any], n_pf: list[int]) -> None:
         )
 
 
+def fail(message: str) -> int:
+    """One ``error:`` line, exit status 2 (as argparse and the Hydra entry points use for bad input)."""
+    print(f"error: {message}", file=sys.stderr)
+    return 2
+
+
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    from presto.predictor.hotload import PredictorError, load_predictor
     from presto.prefetch.predictive import resolve_predictor_path
 
-    path = resolve_predictor_path(args.predictor)
-    predictor = None
-    if path is not None:
-        from presto.predictor.hotload import load_predictor
-
-        predictor = load_predictor(path)
     n_pf = sorted(set(args.n_pf))
     if n_pf[0] < 1:
-        raise SystemExit("error: --n-pf values must be >= 1")
+        return fail("--n-pf values must be >= 1")
+    path = resolve_predictor_path(args.predictor)
     try:
+        predictor = None if path is None else load_predictor(path, option="--predictor")
         files = tree_files(args.runs)
-    except FileNotFoundError as err:
-        raise SystemExit(f"error: {err}") from None
+    except (PredictorError, FileNotFoundError) as err:
+        return fail(str(err))
     try:
         result = replay(files, n_pf, predictor)
+    except FeatureMismatch as err:
+        return fail(str(err))
     except ValueError as err:
-        raise SystemExit(f"error: {err} in the given trees.jsonl files") from None
+        return fail(f"{err} in the given trees.jsonl files")
     result["predictor"] = None if predictor is None else {"path": predictor.path, "fingerprint": predictor.fingerprint}
     print_table(result, n_pf)
     if args.out:

@@ -5,14 +5,27 @@
 #   bash scripts/retrain_predictor.sh RUN_DIR [RUN_DIR ...] --out PATH [--force] [--workdir DIR] [key=value ...]
 #
 # RUN_DIRs are searched for trees.jsonl (finished or still running runs; a torn last line
-# is skipped). key=value pairs go to src/train_predictor.py (e.g. predictor=mlp32,
+# is skipped); an existing directory is a RUN_DIR even when its name holds '=' (sweep/budget.n_pf=8).
+# Other key=value pairs go to src/train_predictor.py (e.g. predictor=mlp32,
 # 'features=[cut,likelihood]', folds=5). The new checkpoint replaces PATH atomically, and
 # only if its cross-validated log loss beats the class-frequency baseline (--force: always).
-# Metrics land in the work directory and next to PATH as PATH.metrics.json.
+# Its metrics are installed with it as PATH.metrics.json (so that file always describes PATH);
+# every job's metrics, installed or not, are in its work directory.
 set -euo pipefail
 
 usage() {
-    sed -n '2,11p' "$0" | sed 's/^# \{0,1\}//'
+    # The comment block at the top of this file, without its '# '.
+    awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "$0"
+}
+die() {
+    echo "error: $1 (bash scripts/retrain_predictor.sh --help for usage)" >&2
+    exit 2
+}
+# The value of an option given as two words: a missing one or another option is a mistake
+# (`--out --force` must not install the checkpoint at a file named --force).
+value_of() {
+    [[ $# -ge 2 && -n "$2" && "$2" != -* ]] || die "$1 needs a value"
+    printf '%s' "$2"
 }
 
 runs=()
@@ -22,22 +35,29 @@ workdir=""
 require="true"
 while [[ $# -gt 0 ]]; do
     case "$1" in
-        --out) out="${2:?--out needs a path}"; shift 2 ;;
-        --out=*) out="${1#--out=}"; shift ;;
-        --workdir) workdir="${2:?--workdir needs a path}"; shift 2 ;;
-        --workdir=*) workdir="${1#--workdir=}"; shift ;;
+        --out) out="$(value_of "$@")" || exit 2; shift 2 ;;
+        --out=*) out="${1#--out=}"; [[ -n "$out" ]] || die "--out needs a value"; shift ;;
+        --workdir) workdir="$(value_of "$@")" || exit 2; shift 2 ;;
+        --workdir=*) workdir="${1#--workdir=}"; [[ -n "$workdir" ]] || die "--workdir needs a value"; shift ;;
         --force) require="false"; shift ;;
         -h | --help) usage; exit 0 ;;
-        -*) echo "error: unknown option $1" >&2; usage >&2; exit 2 ;;
-        *=*) overrides+=("$1"); shift ;;
-        *) runs+=("$1"); shift ;;
+        -*) die "unknown option $1" ;;
+        *)
+            # An existing directory (or trees file) is a run even when its name holds '='
+            # (Hydra sweep jobs live in sweep/budget.n_pf=8/).
+            if [[ -e "$1" ]]; then
+                runs+=("$1")
+            elif [[ "$1" == *=* ]]; then
+                overrides+=("$1")
+            else
+                die "no such run directory: $1"
+            fi
+            shift
+            ;;
     esac
 done
-if [[ ${#runs[@]} -eq 0 || -z "$out" ]]; then
-    echo "error: give at least one RUN_DIR and --out PATH" >&2
-    usage >&2
-    exit 2
-fi
+[[ ${#runs[@]} -gt 0 ]] || die "give at least one RUN_DIR"
+[[ -n "$out" ]] || die "give --out PATH (where running jobs load the predictor)"
 
 ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY=${PYTHON:-python3}
@@ -45,25 +65,25 @@ abspath() { "$PY" -c 'import os, sys; print(os.path.abspath(sys.argv[1]))' "$1";
 
 list=""
 for run in "${runs[@]}"; do
-    [[ -e "$run" ]] || { echo "error: no such run directory: $run" >&2; exit 2; }
     list+="\"$(abspath "$run")\","
 done
 out="$(abspath "$out")"
 workdir="$(abspath "${workdir:-$ROOT/outputs/predictor/retrain-$(date +%Y-%m-%d_%H-%M-%S)-$$}")"
 
+# train_predictor.py installs PATH and PATH.metrics.json together, and only on success:
+# nothing is copied here, so a rejected model or a failed job (even in a reused work
+# directory holding an earlier job's metrics.json) never touches PATH.metrics.json.
 status=0
 "$PY" "$ROOT/src/train_predictor.py" \
     "runs=[${list%,}]" \
     "output=\"$out\"" \
     "require_improvement=$require" \
     "hydra.run.dir=\"$workdir\"" \
-    "${overrides[@]}" || status=$?
+    ${overrides[@]+"${overrides[@]}"} || status=$?
 
-if [[ -f "$workdir/metrics.json" ]]; then
-    cp "$workdir/metrics.json" "$out.metrics.json.tmp" && mv -f "$out.metrics.json.tmp" "$out.metrics.json"
-fi
 if [[ $status -eq 3 ]]; then
-    echo "kept the previous checkpoint at $out: the new model is no better than the class frequencies (--force to install anyway)" >&2
+    echo "kept the previous checkpoint at $out: the new model is no better than the class frequencies" \
+        "(metrics: $workdir/metrics.json; --force to install anyway)" >&2
 elif [[ $status -eq 0 ]]; then
     echo "installed $out (metrics: $out.metrics.json, work directory: $workdir)"
 fi

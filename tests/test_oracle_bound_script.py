@@ -43,8 +43,27 @@ def test_replay_orders_the_allocations_as_the_theory_says(toy_table, tmp_path):
 
 def test_missing_or_empty_runs_are_one_line_errors(tmp_path):
     done = run_script(str(tmp_path / "missing"), cwd=tmp_path)
-    assert done.returncode == 1 and done.stderr.strip().startswith("error: no such run directory")
+    assert done.returncode == 2 and done.stderr.strip().startswith("error: no such run directory")
     (tmp_path / "empty").mkdir()
     (tmp_path / "empty" / "trees.jsonl").write_text("")
     done = run_script(str(tmp_path / "empty"), cwd=tmp_path)
-    assert done.returncode == 1 and done.stderr.strip() == "error: no rounds to replay in the given trees.jsonl files"
+    assert done.returncode == 2 and done.stderr.strip() == "error: no rounds to replay in the given trees.jsonl files"
+
+
+def test_an_unusable_predictor_is_a_one_line_error_naming_the_flag(toy_table, tmp_path):
+    run_dir = tmp_path / "run"
+    done = run_cli(*toy_args(toy_table, run_dir, "traversal=bfs", "budget.n_pf=3"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    done = run_script(str(run_dir), "--predictor", str(tmp_path / "none.ckpt"), cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr == f"error: --predictor: no such checkpoint {tmp_path / 'none.ckpt'}\n"
+    # Trees logged without a feature the predictor needs (an older version's trees).
+    trees = run_dir / "trees.jsonl"
+    records = [json.loads(line) for line in trees.read_text().splitlines()]
+    for record in records:
+        for node in record["nodes"]:
+            (node.get("features") or {}).pop("cut_fraction", None)
+    trees.write_text("".join(json.dumps(r) + "\n" for r in records))
+    done = run_script(str(run_dir), "--predictor", "default", cwd=tmp_path)
+    assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: --predictor ") and "'cut_fraction'" in done.stderr

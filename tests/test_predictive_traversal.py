@@ -217,6 +217,49 @@ def test_predictive_rounds_feed_the_calibration(tmp_path):
     assert traversal.last_plan["reach_gamma"] > 0
 
 
+def test_reach_calibration_belongs_to_one_model():
+    predicted = 0.8 ** np.arange(8)
+    calibration = ReachCalibration(min_pairs=5)
+    calibration.use("old")
+    for _ in range(10):
+        calibration.observe(predicted, 7, "old")
+    assert calibration.gamma != 1.0
+    calibration.use("new")  # a retrained checkpoint was swapped in
+    assert calibration.gamma == 1.0 and not calibration.pairs
+    calibration.observe(predicted, 7, "old")  # a round the old model planned: not the new one's data
+    assert not calibration.pairs
+    calibration.use("new")
+    calibration.observe(predicted, 7, "new")
+    assert len(calibration.pairs) == 7
+
+
+def test_a_hot_swapped_predictor_starts_a_fresh_reach_calibration(tmp_path, predictors):
+    path = tmp_path / "live.ckpt"
+    path.write_bytes(Path(predictors["sloped"]).read_bytes())
+    new = load_predictor(predictors["accepting"]).fingerprint
+    traversal = PredictiveTraversal(HotPredictor(path), True, FixedCost(1.0, 0.01), ReachCalibration(min_pairs=5))
+    plans: list[dict] = []
+    swapped_at: list[float] = []
+
+    def on_round(record):
+        plans.append(dict(traversal.last_plan))
+        gamma = traversal.reach_calibration.gamma
+        if not swapped_at and gamma != 1.0:  # the old model's calibration has been fitted: retrain
+            swapped_at.append(gamma)
+            write_predictor(tmp_path / "next.ckpt", [-4.0, 4.0, 0.0])
+            os.replace(tmp_path / "next.ckpt", path)
+
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=4))
+    kernel, key, schedule = kernel_for("powermh"), ChainKey(0, 0, 0), BlockSchedule(16, 16, 150)
+    reference, _ = run_chain(kernel, engine, SequentialStepper(), [], key, schedule)
+    state, _ = run_chain(kernel, engine, PrefetchStepper(traversal, 8, on_round), [], key, schedule)
+    np.testing.assert_array_equal(state.tokens, reference.tokens)  # the planner never changes the chain
+    assert swapped_at and swapped_at[0] != 1.0
+    first_new = next(plan for plan in plans if plan["predictor"] == new and "reach_gamma" in plan)
+    assert first_new["reach_gamma"] == 1.0  # fitted afresh, not on the old model's pairs
+    assert traversal.reach_calibration.model == new and traversal.reach_calibration.gamma != swapped_at[0]
+
+
 def test_cost_model_recovers_a_linear_law_and_leans_on_decode_steps_when_it_cannot():
     model = CallCostModel(min_calls=4, prior_calls=0.5)
     rng = np.random.default_rng(0)

@@ -48,18 +48,26 @@ class Examples:
 
 
 def tree_files(paths: Iterable[str | Path]) -> list[Path]:
-    """trees.jsonl files of run directories (searched recursively, so sweeps work) or given directly."""
+    """trees.jsonl files of run directories (searched recursively, so sweeps work) or given directly.
+
+    Each file is read once, whatever spelling or nesting led to it: ``runs=[A,A]``, or a
+    multirun directory beside one of its own job directories, must not count its trees twice.
+    """
     files: list[Path] = []
+    seen: set[Path] = set()
     for path in map(Path, paths):
         if path.is_file():
-            files.append(path)
+            found = [path]
         elif path.is_dir():
             found = sorted(path.rglob("trees.jsonl"))
             if not found:
                 raise FileNotFoundError(f"no trees.jsonl under {path} (was it a PreSTO run?)")
-            files += found
         else:
             raise FileNotFoundError(f"no such run directory or trees file: {path}")
+        for file in found:
+            if file.resolve() not in seen:
+                seen.add(file.resolve())
+                files.append(file)
     return files
 
 
@@ -112,6 +120,8 @@ def collect_examples(
     if weighting not in WEIGHTINGS:
         raise ValueError(f"weighting must be one of {', '.join(WEIGHTINGS)}, got {weighting!r}")
     files = tree_files(paths)
+    if not files:
+        raise ValueError("no runs given: pass runs=[RUN_DIR,...] (directories holding trees.jsonl)")
     rows: list[dict[str, float]] = []
     labels: list[int] = []
     groups: list[str] = []

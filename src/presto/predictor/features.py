@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping, Sequence
+from functools import cache
 
 import numpy as np
 
@@ -30,13 +31,40 @@ FEATURE_SETS: dict[str, tuple[str, ...]] = {
 }
 
 
+@cache
+def node_feature_names() -> frozenset[str]:
+    """Every feature a logged node carries and the prefetcher computes: the keys of node_features.
+
+    Asked of the function itself (on a tiny probe state), so this list cannot drift from
+    what trees.jsonl holds and what a served predictor may use.
+    """
+    from presto.prefetch.tree import node_features
+    from presto.samplers.state import ChainState
+
+    probe = ChainState(np.zeros(2, dtype=np.int64), np.zeros(2), np.zeros(2), np.zeros(2), np.zeros((2, 0)))
+    return frozenset(node_features(probe, 1, 0, 2, 0))
+
+
 def resolve_features(spec: Iterable[str]) -> tuple[str, ...]:
-    """Expand set names (cut, tree, likelihood, entropy) and raw feature names, in order, once each."""
+    """Expand set names (cut, tree, likelihood, entropy) and raw feature names, in order, once each.
+
+    An unknown name is a ValueError that lists the valid ones (a typo would otherwise only
+    surface after every trees.jsonl has been read).
+    """
     names: list[str] = []
-    for item in spec:
-        for name in FEATURE_SETS.get(str(item), (str(item),)):
+    unknown: list[str] = []
+    for item in map(str, spec):
+        if item not in FEATURE_SETS and item not in node_feature_names():
+            unknown.append(item)
+            continue
+        for name in FEATURE_SETS.get(item, (item,)):
             if name not in names:
                 names.append(name)
+    if unknown:
+        raise ValueError(
+            f"features: unknown {', '.join(map(repr, unknown))}; choose feature sets "
+            f"({', '.join(FEATURE_SETS)}) or node features ({', '.join(sorted(node_feature_names()))})"
+        )
     if not names:
         raise ValueError("features: choose at least one feature or feature set")
     return tuple(names)

@@ -23,30 +23,19 @@ import os
 import re
 import warnings
 from dataclasses import dataclass
-from functools import cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from presto.config import ConfigError
-from presto.predictor.features import CLASSES
+from presto.predictor.features import CLASSES, node_feature_names
 
 CHECKPOINT_FORMAT = "presto-epsilon-classifier/1"
 
 
 class PredictorError(ConfigError):
     """A predictor checkpoint is missing, unreadable, or not one this version can serve."""
-
-
-@cache
-def servable_features() -> frozenset[str]:
-    """Feature names the prefetcher computes before generation (the keys of node_features)."""
-    from presto.prefetch.tree import node_features
-    from presto.samplers.state import ChainState
-
-    probe = ChainState(np.zeros(2, dtype=np.int64), np.zeros(2), np.zeros(2), np.zeros(2), np.zeros((2, 0)))
-    return frozenset(node_features(probe, 1, 0, 2, 0))
 
 
 @dataclass(frozen=True)
@@ -85,9 +74,15 @@ def _layer_index(key: str) -> int:
     return int(match.group(1)) if match else -1
 
 
-def predictor_from_checkpoint(checkpoint: Any, path: str, fingerprint: str | None = None) -> Predictor:
+OPTION = "traversal.predictor"
+"""The setting errors name by default; a script with its own flag passes that instead."""
+
+
+def predictor_from_checkpoint(
+    checkpoint: Any, path: str, fingerprint: str | None = None, option: str = OPTION
+) -> Predictor:
     """Validate a loaded checkpoint dict and convert it; PredictorError says what is wrong."""
-    where = f"traversal.predictor: {path}"
+    where = f"{option}: {path}"
     if not isinstance(checkpoint, dict) or "hyper_parameters" not in checkpoint or "state_dict" not in checkpoint:
         raise PredictorError(f"{where} is not a Lightning checkpoint (no hyper_parameters/state_dict)")
     hp = checkpoint["hyper_parameters"]
@@ -99,7 +94,7 @@ def predictor_from_checkpoint(checkpoint: Any, path: str, fingerprint: str | Non
     if tuple(hp.get("classes", ())) != CLASSES:
         raise PredictorError(f"{where} predicts classes {hp.get('classes')}, expected {list(CLASSES)}")
     names = tuple(str(n) for n in hp.get("feature_names", ()))
-    unknown = sorted(set(names) - servable_features())
+    unknown = sorted(set(names) - node_feature_names())
     if not names or unknown:
         raise PredictorError(f"{where} needs features the prefetcher does not compute: {unknown or 'none given'}")
     state = checkpoint["state_dict"]
@@ -136,7 +131,7 @@ def predictor_from_checkpoint(checkpoint: Any, path: str, fingerprint: str | Non
     return Predictor(names, mean, std, layers, float(hp.get("epsilon", 0.01)), fingerprint, path)
 
 
-def _read(path: Path) -> tuple[Predictor, tuple[int, int, int]]:
+def _read(path: Path, option: str = OPTION) -> tuple[Predictor, tuple[int, int, int]]:
     import torch
 
     try:
@@ -144,22 +139,21 @@ def _read(path: Path) -> tuple[Predictor, tuple[int, int, int]]:
             stat = os.fstat(handle.fileno())
             data = handle.read()
     except OSError as err:
-        raise PredictorError(f"traversal.predictor: cannot read {path} ({err.strerror or err})") from None
+        raise PredictorError(f"{option}: cannot read {path} ({err.strerror or err})") from None
     try:
         checkpoint = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for a damaged or foreign file
-        raise PredictorError(
-            f"traversal.predictor: {path} is not a readable checkpoint ({type(err).__name__})"
-        ) from None
-    return predictor_from_checkpoint(checkpoint, str(path)), (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+        raise PredictorError(f"{option}: {path} is not a readable checkpoint ({type(err).__name__})") from None
+    signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+    return predictor_from_checkpoint(checkpoint, str(path), option=option), signature
 
 
-def load_predictor(path: str | Path) -> Predictor:
-    """Read and validate a checkpoint now; PredictorError (one line) if it cannot be served."""
+def load_predictor(path: str | Path, option: str = OPTION) -> Predictor:
+    """Read and validate a checkpoint now; PredictorError (one line, naming ``option``) if it cannot be served."""
     path = Path(path)
     if not path.is_file():
-        raise PredictorError(f"traversal.predictor: no such checkpoint {path}")
-    return _read(path)[0]
+        raise PredictorError(f"{option}: no such checkpoint {path}")
+    return _read(path, option)[0]
 
 
 class HotPredictor:
@@ -174,7 +168,7 @@ class HotPredictor:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
         if not self.path.is_file():
-            raise PredictorError(f"traversal.predictor: no such checkpoint {self.path}")
+            raise PredictorError(f"{OPTION}: no such checkpoint {self.path}")
         self._predictor, self._signature = _read(self.path)
         self._rejected: tuple[int, int, int] | None = None
         self.swaps = 0

@@ -214,8 +214,12 @@ def save_checkpoint(module: EpsilonClassifier, path: str | Path) -> Path:
         "global_step": 0,
     }
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    torch.save(checkpoint, tmp)
-    os.replace(tmp, path)
+    try:
+        torch.save(checkpoint, tmp)
+        os.replace(tmp, path)
+    except BaseException:
+        tmp.unlink(missing_ok=True)  # a full disk must not leave half a checkpoint behind
+        raise
     return path
 
 

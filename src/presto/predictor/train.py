@@ -4,8 +4,10 @@ Evaluation follows the paper's Appendix E.7: K-fold cross-validation with whole 
 held out, out-of-fold predictions pooled over all nodes, held-out accuracy and log loss
 of the model against two constant baselines fitted on each training fold (the majority
 class for accuracy, the class frequencies for log loss) and against scikit-learn's
-``LogisticRegression`` on the same standardized features as a reference. The model is
-then refitted on all examples and saved; ``metrics.json`` holds every number.
+``LogisticRegression`` on the same standardized features as a reference. The reference is
+fixed (the paper's logistic regression, L2 lambda = 1), whatever model is compared, so its
+row means the same thing in every metrics.json. The model is then refitted on all
+examples and saved; ``metrics.json`` holds every number.
 """
 
 from __future__ import annotations
@@ -24,6 +26,11 @@ from presto.predictor.features import CLASSES
 
 IMPROVEMENT_MARGIN = 1e-4
 """Held-out log loss (nats per node) a model must gain over the class frequencies to count as better."""
+
+REFERENCE_L2 = 1.0
+"""L2 lambda of the scikit-learn reference: the paper's logistic regression, whatever model is trained."""
+REFERENCE_C = 1.0 / REFERENCE_L2
+"""scikit-learn's C of that penalty: both objectives are sum of (weighted) log losses + lambda/2 |w|^2."""
 
 
 @dataclass(frozen=True)
@@ -47,6 +54,10 @@ class ModelSettings:
             raise ValueError("predictor.l2 must be >= 0, learning_rate > 0, max_epochs >= 1")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"predictor.val_fraction must be in [0, 1), got {self.val_fraction}")
+        # null means full batch; 0 or a negative size is a mistake, not a request for size 1.
+        size = self.batch_size
+        if size is not None and (isinstance(size, bool) or not isinstance(size, int) or size < 1):
+            raise ValueError(f"predictor.batch_size must be a positive integer or null (full batch), got {size!r}")
 
 
 def log_loss(labels: np.ndarray, probabilities: np.ndarray, weights: np.ndarray | None = None) -> float:
@@ -70,17 +81,42 @@ def prompt_folds(groups: np.ndarray, folds: int, seed: int) -> list[tuple[np.nda
     return list(splitter.split(np.zeros(len(groups)), groups=groups))
 
 
-def _sklearn_logistic(train_x, train_y, test_x, l2: float, train_w: np.ndarray | None = None) -> np.ndarray:
+def check_classes(examples: Examples, epsilon: float) -> None:
+    """Refuse data whose nodes all fall in one epsilon-class: there is nothing to classify."""
+    counts = examples.class_counts()
+    present = [name for name, count in counts.items() if count > 0]
+    if len(present) < 2:
+        raise ValueError(
+            f"all {len(examples)} nodes are in the epsilon-class {present[0]!r} at epsilon={epsilon} "
+            f"(class counts {counts}): nothing to learn; log more varied runs or change epsilon"
+        )
+
+
+def class_frequencies(labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """Weighted share of each class in CLASSES order."""
+    counts = np.bincount(labels, weights=weights, minlength=len(CLASSES)).astype(np.float64)
+    return counts / counts.sum()
+
+
+def _sklearn_logistic(train_x, train_y, test_x, train_w: np.ndarray) -> tuple[np.ndarray, bool]:
+    """The reference's test probabilities, and whether they are constant.
+
+    A training fold with a single class (whole prompts are held out, so a class can live in
+    one prompt only) has no decision boundary; scikit-learn refuses to fit it. The reference
+    then predicts the fold's class frequencies, what any fit to that fold would converge to.
+    """
+    if len(np.unique(train_y)) < 2:
+        return np.tile(np.clip(class_frequencies(train_y, train_w), 1e-15, None), (len(test_x), 1)), True
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    model = make_pipeline(StandardScaler(), LogisticRegression(C=1.0 / l2 if l2 > 0 else 1e12, max_iter=2000))
-    weights = None if train_w is None else train_w / max(train_w.mean(), 1e-300)
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=REFERENCE_C, max_iter=2000))
+    weights = train_w / max(train_w.mean(), 1e-300)
     model.fit(train_x, train_y, logisticregression__sample_weight=weights)
     out = np.full((len(test_x), len(CLASSES)), 1e-15)
     out[:, model.classes_] = model.predict_proba(test_x)
-    return out / out.sum(axis=1, keepdims=True)
+    return out / out.sum(axis=1, keepdims=True), False
 
 
 def cross_validate(examples: Examples, settings, folds: int, seed: int, epsilon: float) -> dict[str, Any]:
@@ -91,17 +127,17 @@ def cross_validate(examples: Examples, settings, folds: int, seed: int, epsilon:
     k = len(CLASSES)
     predictions = {name: np.zeros((len(y), k)) for name in ("model", "sklearn_logistic", "majority", "frequencies")}
     split_list = prompt_folds(examples.groups, folds, seed)
+    constant_folds: list[int] = []
     for fold, (train, test) in enumerate(split_list):
         module = fit_classifier(x[train], y[train], examples.feature_names, settings, seed + fold, epsilon, w[train])
         predictions["model"][test] = module.predict_proba(x[test])
-        predictions["sklearn_logistic"][test] = _sklearn_logistic(
-            x[train], y[train], x[test], max(settings.l2, 1e-12), w[train]
-        )
-        counts = np.bincount(y[train], weights=w[train], minlength=k).astype(np.float64)
-        frequencies = counts / counts.sum()
+        predictions["sklearn_logistic"][test], constant = _sklearn_logistic(x[train], y[train], x[test], w[train])
+        if constant:
+            constant_folds.append(fold)
+        frequencies = class_frequencies(y[train], w[train])
         predictions["frequencies"][test] = np.clip(frequencies, 1e-15, None)
         majority = np.full(k, 1e-15)
-        majority[int(np.argmax(counts))] = 1.0
+        majority[int(np.argmax(frequencies))] = 1.0
         predictions["majority"][test] = majority
     results = {
         name: {"accuracy": accuracy(y, p, w), "log_loss": log_loss(y, p, w)}
@@ -110,6 +146,8 @@ def cross_validate(examples: Examples, settings, folds: int, seed: int, epsilon:
     }
     # The majority baseline is scored on accuracy only: its log loss is infinite by design.
     results["majority"] = {"accuracy": accuracy(y, predictions["majority"], w), "log_loss": None}
+    # Which reference this was: a fixed C, and the folds it could only predict frequencies in.
+    results["sklearn_logistic"].update(C=REFERENCE_C, constant_folds=constant_folds)
     results["folds"] = len(split_list)
     return results
 
@@ -129,9 +167,14 @@ def train_predictor(
 
     With ``require_improvement`` the checkpoint is only written when the held-out log
     loss beats the class-frequency baseline (a retraining job must not replace a working
-    predictor with a useless one); metrics.json is written either way.
+    predictor with a useless one). An explicit ``checkpoint`` gets its metrics beside it
+    (``PATH.metrics.json``), installed with it and only with it. metrics.json in
+    ``out_dir`` is written in every case, also when writing the checkpoint fails (then
+    with ``checkpoint_error``, and the OSError is raised after it).
     """
-    from presto.predictor.module import fit_classifier, save_checkpoint
+    check_classes(examples, epsilon)  # before Lightning is even imported: seconds, for a one-line error
+    from presto.predictor.install import install_checkpoint
+    from presto.predictor.module import fit_classifier
 
     start = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -142,9 +185,7 @@ def train_predictor(
         examples.features, examples.labels, examples.feature_names, settings, seed, epsilon, examples.sample_weights
     )
     target = checkpoint or out_dir / "predictor.ckpt"
-    written = None
-    if beats or not require_improvement:
-        written = str(save_checkpoint(module, target))
+    write_checkpoint = beats or not require_improvement
     metrics: dict[str, Any] = {
         "examples": len(examples),
         "prompts": len(np.unique(examples.groups)),
@@ -156,12 +197,39 @@ def train_predictor(
         "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()},
         "cross_validation": cv,
         "beats_class_frequencies": bool(beats),
-        "checkpoint": written,
+        "checkpoint": str(target) if write_checkpoint else None,
         "sources": list(examples.sources),
         "seconds": time.perf_counter() - start,
     }
-    (out_dir / "metrics.json").write_text(json.dumps(metrics, indent=2, allow_nan=False) + "\n")
+    failure: OSError | None = None
+    if write_checkpoint:
+        try:
+            install_checkpoint(module, target, _dumps(metrics) if checkpoint is not None else None)
+        except OSError as err:
+            metrics["checkpoint"] = None
+            metrics["checkpoint_error"] = f"{type(err).__name__}: {err}"
+            where = out_dir / "metrics.json"
+            failure = OSError(f"cannot write the checkpoint {target} ({err.strerror or err}); metrics are in {where}")
+    (out_dir / "metrics.json").write_text(_dumps(metrics))
+    if failure is not None:
+        raise failure
     return metrics
+
+
+def _dumps(metrics: dict[str, Any]) -> str:
+    return json.dumps(metrics, indent=2, allow_nan=False) + "\n"
+
+
+def improvement_warning(metrics: dict[str, Any]) -> str | None:
+    """A warning line when a model no better than the class frequencies was saved anyway."""
+    if metrics["beats_class_frequencies"] or not metrics["checkpoint"]:
+        return None
+    cv = metrics["cross_validation"]
+    return (
+        f"warning: the saved model is no better than the class frequencies (held-out log loss "
+        f"{cv['model']['log_loss']:.4f} vs {cv['frequencies']['log_loss']:.4f}); "
+        "require_improvement=true keeps such a model out"
+    )
 
 
 def format_metrics(metrics: dict[str, Any]) -> str:
@@ -177,21 +245,39 @@ def format_metrics(metrics: dict[str, Any]) -> str:
         loss = "-" if row["log_loss"] is None or not math.isfinite(row["log_loss"]) else f"{row['log_loss']:.4f}"
         label = metrics["model"]["name"] if name == "model" else name
         lines.append(f"{label:<22}{row['accuracy']:>10.4f}{loss:>10}")
-    lines.append(f"checkpoint: {metrics['checkpoint'] or 'not written (no better than the class frequencies)'}")
+    reference = cv["sklearn_logistic"]
+    note = f"sklearn_logistic: the fixed reference, LogisticRegression(C={reference['C']:g})"
+    if reference["constant_folds"]:
+        note += f"; class frequencies in fold(s) {reference['constant_folds']} (one class in training)"
+    lines.append(note)
+    if metrics["checkpoint"]:
+        lines.append(f"checkpoint: {metrics['checkpoint']}")
+    elif metrics.get("checkpoint_error"):
+        lines.append(f"checkpoint: not written ({metrics['checkpoint_error']})")
+    else:
+        lines.append("checkpoint: not written (no better than the class frequencies)")
     return "\n".join(lines)
 
 
-def run_training(cfg) -> dict[str, Any]:
-    """The Hydra job: validate the config, collect the trees, train, evaluate, save."""
+def run_training(cfg, out_dir: Path | None = None) -> dict[str, Any]:
+    """The Hydra job: validate the config, collect the trees, train, evaluate, save.
+
+    Everything a user can get wrong is checked before the trees are read (ConfigError, one
+    line). ``out_dir`` defaults to Hydra's run directory.
+    """
     from omegaconf import OmegaConf
 
     from presto.config import ConfigError
     from presto.predictor.data import collect_examples
     from presto.predictor.features import resolve_features
+    from presto.predictor.install import check_output
 
     if OmegaConf.is_missing(cfg, "runs"):
         raise ConfigError("runs is required: pass runs=[RUN_DIR,...] (directories holding trees.jsonl)")
-    runs = cfg.runs if OmegaConf.is_list(cfg.runs) else [cfg.runs]
+    listed = cfg.runs if OmegaConf.is_list(cfg.runs) else [cfg.runs]
+    runs = [str(r) for r in listed if r is not None and str(r).strip()]
+    if not runs:  # runs=[] or runs= would otherwise read nothing (or the working directory)
+        raise ConfigError("runs is empty: pass runs=[RUN_DIR,...] (directories holding trees.jsonl)")
     model_cfg = OmegaConf.to_container(cfg.predictor, resolve=True)
     try:
         settings = ModelSettings(**{**model_cfg, "hidden": tuple(model_cfg.get("hidden") or ())})
@@ -203,14 +289,17 @@ def run_training(cfg) -> dict[str, Any]:
             raise ValueError(f"folds must be >= 2, got {cfg.folds}")
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from None
+    checkpoint = Path(str(cfg.output)).expanduser().resolve() if cfg.output else None
+    if checkpoint is not None:
+        check_output(checkpoint)
     try:
-        examples = collect_examples([str(r) for r in runs], names, epsilon, str(cfg.weighting))
+        examples = collect_examples(runs, names, epsilon, str(cfg.weighting))
     except KeyError as err:
         raise ConfigError(str(err.args[0])) from None
-    from hydra.core.hydra_config import HydraConfig
+    if out_dir is None:
+        from hydra.core.hydra_config import HydraConfig
 
-    out_dir = Path(HydraConfig.get().runtime.output_dir)
-    checkpoint = Path(str(cfg.output)).expanduser().resolve() if cfg.output else None
+        out_dir = Path(HydraConfig.get().runtime.output_dir)
     return train_predictor(
         examples,
         settings,

@@ -22,7 +22,8 @@ decide is how MANY depths to request. This rule:
    probability the root's stored log q gives);
    The reach probabilities are then calibrated online against realized walks
    (:class:`ReachCalibration`: one exponent, fitted by maximum likelihood on which
-   requested depths the walks of earlier rounds decided);
+   requested depths the walks of earlier rounds decided, with the same model: a
+   hot-swapped checkpoint starts a fresh calibration);
 2. predicts the cost of a call carrying depths 0..m-1 with a model fitted online to the
    engine's measured call times, t = a + b * (tokens generated) + c * (longest suffix)
    (non-negative least squares; a batched decode costs about one step per token of the
@@ -130,15 +131,30 @@ class ReachCalibration:
     likelihood so that ``p ** gamma`` matches those outcomes (gamma < 1 lifts a too
     pessimistic tail, gamma > 1 lowers an optimistic one; p = 1 at depth 0 stays 1).
     One parameter, so a few rounds suffice; no change before ``min_pairs`` outcomes.
+
+    The exponent corrects one model's biases, so the pairs belong to the model that
+    predicted them (``model``: its fingerprint, None for h = 1/2). :meth:`use` switches to
+    another model with a fresh fit; outcomes of rounds planned by a model no longer in use
+    (another chain's round that straddled a hot-swap) are dropped.
     """
 
     def __init__(self, min_pairs: int = 20, window: int = 2048) -> None:
         self.min_pairs = min_pairs
         self.pairs: deque[tuple[float, int]] = deque(maxlen=window)
         self.gamma = 1.0
+        self.model: str | None = None
 
-    def observe(self, predicted: Sequence[float], realized: int) -> None:
-        """``predicted[d]``: reach probability of each requested depth; ``realized``: transitions walked."""
+    def use(self, model: str | None) -> None:
+        """Calibrate the predictions of ``model`` from now on; a different model starts from gamma = 1."""
+        if model != self.model:
+            self.model = model
+            self.pairs.clear()
+            self.gamma = 1.0
+
+    def observe(self, predicted: Sequence[float], realized: int, model: str | None = None) -> None:
+        """``predicted[d]``: ``model``'s reach probability of requested depth d; ``realized``: transitions walked."""
+        if model != self.model:
+            return
         self.pairs.extend((float(p), int(d < realized)) for d, p in enumerate(predicted) if 0.0 < p < 1.0)
         if len(self.pairs) < self.min_pairs:
             return
@@ -159,6 +175,8 @@ class ReachCalibration:
 
 # One watcher per checkpoint and one cost model per process: run.py builds a traversal per
 # chain, and both should carry over from chain to chain (one process drives one engine).
+# The reach calibration of a checkpoint carries over too, but only while its model does:
+# it follows the fingerprint of the model that planned (ReachCalibration.use).
 _HOT: dict[str, HotPredictor] = {}
 _COSTS: dict[tuple[int, int, float], CallCostModel] = {}
 _REACH: dict[str | None, ReachCalibration] = {}
@@ -227,7 +245,8 @@ class PredictiveTraversal(Traversal):
         """Called by the PrefetchStepper after each walk with the transitions it realized."""
         predicted = self.last_plan.get("realize_raw") if self.last_plan else None
         if predicted is not None:
-            self.reach_calibration.observe(predicted[: self.last_plan["depths"]], realized)
+            model = self.last_plan["predictor"]
+            self.reach_calibration.observe(predicted[: self.last_plan["depths"]], realized, model)
 
     def current_predictor(self) -> Predictor | None:
         if isinstance(self.predictor, HotPredictor):
@@ -294,6 +313,7 @@ class PredictiveTraversal(Traversal):
                 # rule under-requests (deep requests look like pure waste).
                 reused = expected_reused_tokens(cuts, deferred, depth_tokens)
                 costs = costs - self.cost_model.token_cost * reused
+            self.reach_calibration.use(info["predictor"])  # a swapped-in model is not fitted on the old one's pairs
             calibrated = self.reach_calibration.apply(realize)
             count = best_depth_count(calibrated, costs)
             info.update(
