@@ -255,7 +255,14 @@ def build_report(
                 lines.append("")
 
     if baseline_runs:
-        lines += ["## Test-time baselines", "", "Time is summed model-call time per prompt (answer).", ""]
+        lines += [
+            "## Test-time baselines",
+            "",
+            "Time is summed model-call time per prompt (answer). Log-likelihood and confidence are "
+            "averaged over each answer up to its EOS, whereas MH chains run (and are averaged over) the "
+            "full horizon n, so compare those two columns within a table, not across them.",
+            "",
+        ]
         rows = []
         for run in baseline_runs:
             s = run.summary
