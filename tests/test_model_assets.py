@@ -363,5 +363,5 @@ def test_converted_model_loads_offline_and_chats(smollm2_cache: Path) -> None:
 def test_an_unwritable_cache_is_one_line_naming_the_setting(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("not a folder")
-    with pytest.raises(ModelNotFoundError, match="model.cache_dir=DIR or PRESTO_CACHE_DIR"):
+    with pytest.raises(ModelNotFoundError, match=r"model\.cache_dir=DIR or PRESTO_CACHE_DIR"):
         resolve_model_dir(DEFAULT_MODEL, blocker / "cache")

@@ -67,6 +67,14 @@ def test_empty_file(tmp_path: Path) -> None:
     assert "empty" in load_error({"name": "math500", "path": str(path)})
 
 
+@pytest.mark.parametrize(("name", "text"), [("empty.json", "[]"), ("blank.jsonl", "\n\n"), ("spaces.json", " [ ] ")])
+def test_file_without_rows(tmp_path: Path, name: str, text: str) -> None:
+    path = tmp_path / name
+    path.write_text(text)
+    message = load_error({"name": "math500", "path": str(path)})
+    assert str(path) in message and ("empty" in message or "no rows" in message), message
+
+
 def test_unsupported_suffix(tmp_path: Path) -> None:
     path = tmp_path / "data.csv"
     path.write_text("problem,answer\na,1\n")

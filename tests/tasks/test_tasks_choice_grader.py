@@ -17,16 +17,51 @@ from presto.tasks.prompts import choice_prompt
         ("**Answer:** A", "A"),
         ("Final answer: $\\boxed{C}$", "C"),
         ("\\boxed{\\text{B}}", "B"),
-        ("I rule out (A) and (B); (D) remains.", "D"),
         ("A good start: the correct option is C", "C"),
-        ("After all that, D", "D"),
         ("Answer: C\nWait, actually Answer: B", "B"),
         ("I cannot decide.", None),
         ("Answer: E", None),
+        # any case where the letter cannot be a word
+        ("answer: b", "B"),
+        ("ANSWER: D", "D"),
+        ("(b)", "B"),
+        ("Reasoning...\n\n**(C)**", "C"),
+        ("Reasoning...\nD.", "D"),
+        ("The answer is a", "A"),
+        # explicit statements in other words
+        ("The answer is clearly (C)", "C"),
+        ("The answer should be C", "C"),
+        ("Option B is correct.", "B"),
+        ("So the correct one is C.", "C"),
+        ("Answer: A is correct", "A"),
+        ("Answer: \\(B\\)", "B"),
+        ("The final answer is: **B**", "B"),
     ],
 )
 def test_extract_choice(text: str, letter: str | None) -> None:
     assert extract_choice(text) == letter
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Option A claims that the rate doubles, but",  # a truncated chain names options
+        "First, a C=O bond forms, then",
+        "I rule out (A) and (B); (D) remains.",  # no explicit statement of the choice
+        "After all that, D",
+        "Between A and D, I pick D",
+        "So the answer is: A good choice here would be",  # the article "A"
+        "The answer is a prime number, so",
+        "The answer isn't A; it's",
+    ],
+)
+def test_no_explicit_choice_is_no_answer(text: str) -> None:
+    assert extract_choice(text) is None
+    assert grade_choice(text, "A").correct is False
+
+
+def test_long_whitespace_does_not_backtrack() -> None:
+    assert extract_choice("answer: " + " " * 5000 + "zzz", "ABCDEFGHIJ") is None
 
 
 def test_more_letters_for_more_choices() -> None:

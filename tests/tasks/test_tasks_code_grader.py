@@ -8,6 +8,7 @@ from presto.tasks.code_grader import (
     defines,
     extract_program,
     function_body,
+    functions_under_test,
     grade_job,
     humaneval_program,
     mbpp_program,
@@ -32,6 +33,48 @@ LIMITS = SandboxLimits(timeout_s=5.0, memory_mb=512)
 )
 def test_extract_program(text: str, program: str) -> None:
     assert extract_program(text) == program
+
+
+SOLUTION = "def f(x):\n    return x + 1"
+USAGE = "print(f(1))"
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"```python\n{SOLUTION}\n```\nExample usage:\n```python\n{USAGE}\n```",
+        f"```python\n{SOLUTION}\n```\nTests:\n```python\nassert f(1) == 2\n```",
+        f"```\n{SOLUTION}\n```\nUsage:\n```python\n{USAGE}\n```\nOutput:\n```\n2\n```",
+        f"Draft:\n```python\ndef f(x):\n    return x\n```\nFixed:\n```python\n{SOLUTION}\n```\n```python\n{USAGE}\n```",
+    ],
+)
+def test_extract_program_prefers_the_block_that_defines_the_entry_point(text: str) -> None:
+    assert extract_program(text, ("f",)) == SOLUTION
+
+
+def test_extract_program_for_leetcode_style_and_stdin_problems() -> None:
+    solution = "class Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]"
+    usage = "print(Solution().twoSum([2, 7], 9))"
+    text = f"```python\n{solution}\n```\nExample:\n```python\n{usage}\n```"
+    assert extract_program(text, ("Solution", "twoSum")) == solution
+    program = "import sys\na, b = map(int, sys.stdin.read().split())\nprint(a + b)"
+    text = f"```python\n{program}\n```\nFor example:\n```python\n# prints 3 for input 1 2\nprint(1 + 2)\n```"
+    assert extract_program(text, reads_stdin=True) == program
+    assert extract_program(
+        "```python\ndef main():\n    print(input())\n```\n```python\nmain()\n```", reads_stdin=True
+    ) == ("def main():\n    print(input())")
+
+
+def test_extract_program_without_a_solution_block_keeps_the_old_rule() -> None:
+    body = "    return x + 1"
+    assert extract_program(f"```python\n{body}\n```\n```python\n{USAGE}\n```", ("f",)) == USAGE
+    assert extract_program(body, ("f",)) == body
+    assert extract_program(f"```python\n{body}\n```", ("f",)) == body
+
+
+def test_functions_under_test() -> None:
+    tests = ["assert math.isclose(area(2), 12.56, rel_tol=0.01)", "assert set(common([1], [1])) == {1}", "bad("]
+    assert functions_under_test(tests) == ("area", "common")
 
 
 def test_function_body_stops_at_dedent() -> None:

@@ -170,6 +170,26 @@ def test_mmlu_parquet_with_integer_answers(tmp_path: Path, no_network: list[str]
     assert task.grade(problems[1], "Answer: A").correct is False
 
 
+@pytest.mark.parametrize(("answer", "letter"), [("2", "C"), (" 0 ", "A"), ("C", "C"), ("b", "B"), (3, "D")])
+def test_mmlu_answer_as_digit_string_or_letter(tmp_path: Path, answer: object, letter: str) -> None:
+    row = {"question": "q", "subject": "s", "choices": ["w", "x", "y", "z"], "answer": answer}
+    path = write_jsonl(tmp_path / "mmlu.jsonl", [row])
+    (problem,) = build_task({"name": "mmlu", "path": str(path)}).load()
+    assert problem.reference["answer"] == letter
+
+
+def test_a_rewritten_file_is_read_again(tmp_path: Path) -> None:
+    """Same path, same size, same modification time, new content: the new rows are read."""
+    path = tmp_path / "m.jsonl"
+    cfg = {"name": "math500", "path": str(path)}
+    path.write_text(json.dumps({"problem": "p", "answer": "1"}) + "\n")
+    assert build_task(cfg).load()[0].reference == "1"
+    stat = path.stat()
+    path.write_text(json.dumps({"problem": "p", "answer": "9"}) + "\n")
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert build_task(cfg).load()[0].reference == "9"
+
+
 def test_mbpp_full_layout(tmp_path: Path, no_network: list[str]) -> None:
     rows = [
         {
@@ -188,6 +208,8 @@ def test_mbpp_full_layout(tmp_path: Path, no_network: list[str]) -> None:
     assert "assert add(1, 2) == 3" in problem.messages[-1]["content"]
     assert task.grade(problem, "```python\ndef add(a, b):\n    return a + b\n```").correct is True
     assert task.grade(problem, "```python\ndef add(a, b):\n    return a - b\n```").correct is False
+    usage = "```python\ndef add(a, b):\n    return a + b\n```\nExample:\n```python\nprint(add(1, 2))\n```"
+    assert task.grade(problem, usage).correct is True  # the solution, not the usage example
 
 
 def test_mbpp_sanitized_layout(tmp_path: Path, no_network: list[str]) -> None:
@@ -228,6 +250,8 @@ def test_humaneval_hub_layout_file(tmp_path: Path, no_network: list[str]) -> Non
     assert task.grade(problem, full).correct is True
     assert task.grade(problem, "    return x + 1\n\ndef unrelated():\n    pass\n").correct is True  # body only
     assert task.grade(problem, "```python\ndef inc(x):\n    return x\n```").correct is False
+    usage = f"{full}\nExample usage:\n```python\nprint(inc(1))\n```"
+    assert task.grade(problem, usage).correct is True  # the solution, not the usage example
 
 
 def test_humaneval_defaults_to_the_package_file(no_network: list[str]) -> None:
@@ -287,6 +311,8 @@ def test_livecodebench_stdin_and_functional(tmp_path: Path, no_network: list[str
     only_public = "```python\ninput()\nprint(6)\n```"  # passes the public case only
     assert task.grade(stdin_problem, good_stdin).correct is True
     assert task.grade(stdin_problem, only_public).correct is False
+    with_usage = f"{good_stdin}\nFor the sample:\n```python\nprint(1 + 2 + 3)\n```"
+    assert task.grade(stdin_problem, with_usage).correct is True  # the program, not the snippet
 
     good_fn = (
         "```python\nclass Solution:\n    def twoSum(self, nums: List[int], target: int) -> List[int]:\n"
@@ -296,6 +322,8 @@ def test_livecodebench_stdin_and_functional(tmp_path: Path, no_network: list[str
     bad_fn = "```python\nclass Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]\n```"
     assert task.grade(fn_problem, good_fn).correct is True
     assert task.grade(fn_problem, bad_fn).correct is False
+    with_usage = f"{good_fn}\nExample:\n```python\nprint(Solution().twoSum([2, 7, 11, 15], 9))\n```"
+    assert task.grade(fn_problem, with_usage).correct is True
 
 
 def test_livecodebench_refuses_pickled_code(tmp_path: Path) -> None:
@@ -327,6 +355,22 @@ def test_gen_math_is_offline_deterministic_and_gradable() -> None:
     for p in first:
         assert task.grade(p, f"Working... so the answer is $\\boxed{{{p.reference}}}$.").correct is True, p
     assert task.grade(first[0], "\\boxed{definitely not it}").correct is False
+
+
+def test_gen_math_fraction_must_be_simplified() -> None:
+    """math-verify compares values; fraction_simplification asks for lowest terms (its own scorer)."""
+    from presto.tasks.math_tasks import _generated_dataset
+
+    task = build_task({"name": "gen_math", "generators": ["fraction_simplification"], "num_prompts": 3})
+    for problem in task.load():
+        ref = problem.reference
+        meta = _generated_dataset(ref.generator, ref.size, ref.seed)[ref.index]["metadata"]
+        num, den = meta["simplified_numerator"], meta["simplified_denominator"]
+        assert task.grade(problem, f"\\boxed{{\\dfrac{{{num}}}{{{den}}}}}").correct is True
+        assert task.grade(problem, f"The answer is {num}/{den}.").correct is True
+        unsimplified = task.grade(problem, f"\\boxed{{\\dfrac{{{meta['numerator']}}}{{{meta['denominator']}}}}}")
+        assert unsimplified.correct is False and "scorer" in unsimplified.detail
+        assert task.grade(problem, f"\\boxed{{\\dfrac{{{2 * num}}}{{{2 * den}}}}}").correct is False
 
 
 def test_num_prompts_takes_the_first_n(tmp_path: Path) -> None:

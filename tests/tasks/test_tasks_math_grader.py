@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 
 import pytest
@@ -30,6 +31,7 @@ from presto.tasks.math_grader import (
         ("braces \\boxed{\\{1, 2\\}}", "\\{1, 2\\}"),
         ("unclosed \\boxed{3", None),
         ("no box here", None),
+        ("\\boxed{5}. Put your final answer within \\boxed{}.", "5"),  # an echoed empty box is no answer
     ],
 )
 def test_extract_boxed(text: str, expected: str | None) -> None:
@@ -46,14 +48,47 @@ def test_extract_boxed_all_keeps_order() -> None:
         ("Thus the final answer is 12.", "12"),
         ("The answer is $\\frac{3}{4}$.", "\\frac{3}{4}"),
         ("Answer: -7", "-7"),
-        ("we get 3 apples, then 1,250 more", "1,250"),
-        ("x equals 2.5 in the end", "2.5"),
-        ("nothing numeric", None),
         ("The answer is 3 but boxed \\boxed{4}", "4"),
+        # math after the phrase is the whole answer, not the sentence's last number
+        ("The final answer is $\\frac{3}{4}$. I hope it is correct.", "\\frac{3}{4}"),
+        ("Final Answer: The final answer is $\\frac{1}{2}$. I hope it is correct.", "\\frac{1}{2}"),
+        ("**Answer:** $\\frac{1}{2}$", "\\frac{1}{2}"),
+        ("Answer: \\(x^2\\)", "x^2"),
+        # markdown bold around the phrase or the value
+        ("The answer is **5**.", "5"),
+        ("**Final Answer:** 17", "17"),
+        ("**Answer: 12**", "12"),
+        ("The final answer is: **B**", "B"),
+        # the value ends with its sentence, a parenthetical or an explaining clause
+        ("Answer: 17 (since 2+15).", "17"),
+        ("The answer is 5, which is prime.", "5"),
+        ("The answer is 42 because 6*7=42.", "42"),
+        ("The answer is 2.5. Done.", "2.5"),
+        ("Answer:\n17", "17"),
+        ("The answer is x = $5$.", "5"),
+        ("The answer is (1, 2).", "(1, 2)"),
+        ("The answer is 4. Wait, the answer is", "4"),  # the last statement with a value
     ],
 )
-def test_extract_math_answer_fallbacks(text: str, expected: str | None) -> None:
+def test_extract_math_answer_statements(text: str, expected: str | None) -> None:
     assert extract_math_answer(text) == expected
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "we get 3 apples, then 1,250 more",  # no stated answer: no last-number fallback
+        "x equals 2.5 in the end",
+        "Let me compute. $x = 2^{3}$ so we need more steps and",  # a truncated chain
+        "so \\boxed{\\frac{1}{2}",  # an unclosed box is a truncated answer
+        "The answer is $\\frac{1}{2",
+        "nothing numeric",
+        "I will put the answer in \\boxed{}.",
+    ],
+)
+def test_an_unstated_answer_is_none(text: str) -> None:
+    assert extract_math_answer(text) is None
+    assert grade_math(text, "2").correct is False
 
 
 @pytest.mark.parametrize(
@@ -107,9 +142,20 @@ def test_grade_math_after_eos_is_ignored() -> None:
     assert grade_math(cut_at_stop("\\boxed{6}</s>\\boxed{5}"), "5").correct is False
 
 
-def test_unparseable_reference_is_ungradable_not_wrong() -> None:
-    grade = grade_math("\\boxed{5}", "\\unknowncommand{")
+def test_unparseable_reference_is_ungradable_not_wrong(caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING, logger="presto.tasks.math_grader"):
+        grade = grade_math("\\boxed{5}", "\\unknowncommand{")
+        assert grade_math("\\boxed{6}", "\\unknowncommand{").correct is None
     assert grade.correct is None
+    warnings = [r for r in caplog.records if "\\\\unknowncommand{" in r.getMessage()]
+    assert len(warnings) == 1, "an ungradable reference is reported, once"
+
+
+@pytest.mark.parametrize("reference", ["\\frac ab", "\\frac{a}b", "\\dfrac a b"])
+def test_loose_frac_references_are_parsed(reference: str) -> None:
+    assert math_equal(reference, "\\frac{a}{b}") is True
+    assert math_equal(reference, "a/b") is True
+    assert math_equal(reference, "\\frac{b}{a}") is False
 
 
 def test_math_verify_works_off_the_main_thread() -> None:
@@ -123,7 +169,14 @@ def test_math_verify_works_off_the_main_thread() -> None:
 @pytest.mark.parametrize(
     ("text", "value"),
     [("033", 33), ("1,000", 1000), ("70^\\circ", 70), ("12.0", 12), ("$204$", 204), ("\\text{}5", 5),
-     ("3.5", None), ("\\frac{1}{2}", None), ("", None)],
+     ("3.5", None), ("\\frac{1}{2}", None), ("", None),
+     # wrappers keep their content; the right-hand side of an equation is the answer
+     ("\\text{33}", 33), ("\\textbf{33}", 33), ("\\mathrm{33}", 33), ("\\mathbf{33}", 33), ("n = 33", 33),
+     ("m+n=33", 33), ("\\$33", 33), ("33 \\text{ ways}", 33), ("33^{\\circ}", 33), ("1{,}000", 1000),
+     ("32,\\!348", 32348), ("-33", -33), ("+33", 33),
+     # separate numbers are never glued together
+     ("3, 3", None), ("3,3", None), ("1 \\text{ and } 33", None), ("1\\,000", None), ("1,0000", None),
+     ("\\text{(A) } 33", None), ("33x", None), ("2^5+1", None)],
 )  # fmt: skip
 def test_parse_integer(text: str, value: int | None) -> None:
     assert parse_integer(text) == value
@@ -135,3 +188,20 @@ def test_grade_integer() -> None:
     assert grade_integer("so \\boxed{34}", 33).correct is False
     assert grade_integer("no idea", 33).correct is False
     assert grade_integer("\\boxed{1}", "not a number").correct is None
+
+
+@pytest.mark.parametrize(
+    "completion",
+    ["\\boxed{\\text{33}}", "\\boxed{\\textbf{33}}", "\\boxed{n = 33}", "\\boxed{m+n=33}", "\\boxed{\\$33}",
+     "**Final Answer:** 33", "The answer is **33**.", "Answer: 33 (from 3 + 30)."],
+)  # fmt: skip
+def test_grade_integer_accepts_how_models_write_33(completion: str) -> None:
+    assert grade_integer(completion, 33).correct is True
+
+
+@pytest.mark.parametrize(
+    ("completion", "reference"),
+    [("\\boxed{3, 3}", 33), ("\\boxed{1 \\text{ and } 33}", 133), ("so m+n = 33", 33), ("... we get 33", 33)],
+)
+def test_grade_integer_never_guesses(completion: str, reference: int) -> None:
+    assert grade_integer(completion, reference).correct is False

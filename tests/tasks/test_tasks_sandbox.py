@@ -185,3 +185,25 @@ def test_a_broken_sandbox_is_ungradable_not_wrong(monkeypatch: pytest.MonkeyPatc
     monkeypatch.setattr(sandbox, "_JUDGE", tmp_path / "missing_judge.py")
     grade = grade_job({"kind": "script", "code": "assert True"}, "assert True", LIMITS, True)
     assert grade.correct is None and "judge failed" in grade.detail
+
+
+FORGE_REPORT = (
+    "import json, os\n"
+    "for fd in map(int, os.listdir('/proc/self/fd')):\n"
+    "    if fd > 2:\n"
+    "        try:\n"
+    "            os.write(fd, json.dumps({'ok': True, 'seccomp': True}).encode())\n"
+    "        except OSError:\n"
+    "            pass\n"
+    "os._exit(0)\n"
+)
+
+
+def test_a_forged_report_does_not_pass() -> None:
+    """Writing {"ok": true} to the inherited report pipe, then exiting, is not a pass."""
+    correct, detail, _ = run_malicious(FORGE_REPORT + "assert False\n")
+    assert correct is False, detail
+    method = "".join(f"        {line}\n" for line in FORGE_REPORT.splitlines())
+    code = f"class Solution:\n    def f(self, x):\n{method}"
+    call_job = {"kind": "call", "code": code, "func_name": "f", "cases": [{"input": "1", "output": "2"}]}
+    assert grade_job(call_job, code, LIMITS, True).correct is False

@@ -11,6 +11,15 @@ Why a judge process and forked children: the judge is trusted code that stays in
 control (it enforces the per-case wall clock and compares outputs), while the untrusted
 program never sees the judge's stdout pipe, and forking an already-started interpreter
 per test case is far cheaper than starting Python again.
+
+The child reports how its case ended through a pipe it must inherit, so the program can
+write to that pipe too (its descriptor is listed in /proc/self/fd). The judge therefore
+accepts a report only if it is one JSON object carrying the case's nonce, a fresh random
+token, and only from a child that exited normally: a program that writes ``{"ok": true}``
+to every descriptor and exits before its tests fails. (Code that deliberately digs the
+nonce out of its own interpreter's memory could still forge a report, just as it could
+subvert tests that run in its process, e.g. by returning an object equal to everything:
+no in-process test harness can prevent that, and this sandbox does not claim to.)
 """
 
 from __future__ import annotations
@@ -22,6 +31,7 @@ import json
 import os
 import platform
 import resource
+import secrets
 import select
 import signal
 import struct
@@ -281,8 +291,10 @@ def _run_call(job: dict, case: dict) -> dict:
     return {"ok": True}
 
 
-def _child(job: dict, case: dict, stdin_path: str, out_path: str, err_path: str, result_fd: int, mode: str) -> None:
-    """Forked child: redirect fds, lock down, run the untrusted code, report, _exit."""
+def _child(
+    job: dict, case: dict, stdin_path: str, out_path: str, err_path: str, result_fd: int, nonce: str, mode: str
+) -> None:
+    """Forked child: redirect fds, lock down, run the untrusted code, report (with the nonce), _exit."""
     try:
         fd_in = os.open(stdin_path, os.O_RDONLY)
         fd_out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -305,12 +317,28 @@ def _child(job: dict, case: dict, stdin_path: str, out_path: str, err_path: str,
         except BaseException as exc:
             report = {"ok": False, "error": f"cannot write output: {_short_error(exc)}"}
         report["seccomp"] = seccomp
+        report["nonce"] = nonce
         os.write(result_fd, json.dumps(report).encode()[:4096])
     except BaseException:
         with contextlib.suppress(BaseException):
             os.write(result_fd, json.dumps({"ok": False, "error": traceback.format_exc()[-300:]}).encode())
     finally:
         os._exit(0)
+
+
+def _authentic(raw: bytes, nonce: str) -> dict | None:
+    """The child's report if ``raw`` is exactly one JSON object with this case's nonce, else None.
+
+    Anything the program itself wrote to the pipe either lacks the nonce or, written
+    before the real report, makes the bytes more than one JSON object.
+    """
+    try:
+        report = json.loads(raw.decode())
+    except ValueError:
+        return None
+    if not isinstance(report, dict) or not secrets.compare_digest(str(report.pop("nonce", "")), nonce):
+        return None
+    return report
 
 
 def _wait(pid: int, timeout_s: float) -> tuple[int | None, bool]:
@@ -358,6 +386,7 @@ def _run_case(job: dict, mode: str, case: dict, index: int) -> tuple[dict, str]:
     with open(stdin_path, "w", encoding="utf-8") as fh:
         fh.write(case.get("input", "") if mode == "stdio" else "")
     read_fd, write_fd = os.pipe()
+    nonce = secrets.token_hex(16)  # per case: a nonce seen in one case is useless in the next
     sys.stdout.flush()
     sys.stderr.flush()
     global _STARTED
@@ -365,7 +394,7 @@ def _run_case(job: dict, mode: str, case: dict, index: int) -> tuple[dict, str]:
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(job, case, stdin_path, out_path, err_path, write_fd, mode)
+        _child(job, case, stdin_path, out_path, err_path, write_fd, nonce, mode)
     os.close(write_fd)
     chunks = []
     status, timed_out = _wait(pid, float(job["timeout_s"]))
@@ -388,10 +417,9 @@ def _run_case(job: dict, mode: str, case: dict, index: int) -> tuple[dict, str]:
             output = ""
     if timed_out:
         return {"ok": False, "error": f"timed out after {job['timeout_s']} s"}, output
-    try:
-        report = json.loads(b"".join(chunks).decode())
-    except ValueError:
-        report = {"ok": False, "error": f"no report from the program ({_describe_status(status or 0)})"}
+    report = _authentic(b"".join(chunks), nonce)
+    if report is None:
+        report = {"ok": False, "error": f"no valid report from the program ({_describe_status(status or 0)})"}
     if status and not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):
         report = {"ok": False, "error": f"{_describe_status(status)}; {report.get('error', '')}".rstrip("; ")}
     return report, output

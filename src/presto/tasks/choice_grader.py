@@ -1,42 +1,82 @@
-"""Multiple-choice grading: find the letter the model chose, robustly but conservatively.
+"""Multiple-choice grading: find the letter the model chose, from explicit statements only.
 
-Models rarely obey "Answer: X" to the letter, so several forms are accepted, in order of
-how explicit they are; the loosest one (a lone capital letter) skips the article "A" in
-"A good start ...", which would otherwise be read as a choice.
+Models rarely obey "Answer: X" to the letter, so several explicit forms are accepted, in
+any case: an answer statement ("Answer: c", "the answer is (B)", "**Answer:** $\\boxed{D}$"),
+``\\boxed{X}``, "option X is correct", "the correct option is X", and a last line that is
+only the letter ("(B)", "B."). A capital letter anywhere else is *not* a choice: "Option A
+claims..." or "a C=O bond" would otherwise turn a truncated chain into a 1-in-4 guess that
+inflates accuracy by chance. No explicit statement means no answer (graded wrong).
 """
 
 from __future__ import annotations
 
 import re
+from functools import cache
 
 from presto.tasks.base import Grade
 
+# statements after which the letter comes: "Answer:", "the answer is", "answer should be",
+# "the correct option is", markdown bold allowed around the colon
+_LEADS = re.compile(
+    r"(?<![A-Za-z])(?:answer|(?:correct|right|best)\s+(?:option|choice|one|letter))"
+    r"(?:\s*[*_]{2})?\s*(?:is\b|:|=|-|(?:should|would|must|will)\s+be\b)",
+    re.IGNORECASE,
+)
+# what may stand between a statement and its letter, skipped one piece at a time (one
+# regex over all of it backtracks exponentially on long runs of spaces): markdown bold,
+# math and box delimiters, brackets, a colon, and a few words ("is clearly (C)")
+_SKIPPABLE = re.compile(
+    r"\s+|\*\*|__|\$|:|\\\(|\\boxed\{|\\text(?:bf)?\{|[(\[]"
+    r"|(?:definitely|clearly|likely|probably|therefore|thus|then|in|option|choice|letter)\b",
+    re.IGNORECASE,
+)
+# a letter followed by one of these words is still a choice ("Answer: A is correct"); a
+# lowercase letter, or A/I, followed by any other word is an English word ("A good start")
+_VERB_AFTER = re.compile(r"[ \t]+(?:is|was|seems|fits|and|or|because|since|as|with)\b")
+_WORD_AFTER = re.compile(r"[ \t]+[a-z]")
 
-def _patterns(letters: str) -> list[re.Pattern[str]]:
-    cls = f"(?-i:[{letters}])"
-    return [
-        # "Answer: C", "final answer is (C)", "**Answer:** C", "answer: $\boxed{C}$"
-        re.compile(
-            rf"answer\s*(?:is|:|=)?\s*[:\-]?\s*(?:\*\*|__)?\s*[:\-]?\s*(?:\$?\\boxed\{{\s*(?:\\text\{{)?)?"
-            rf"[\(\[]?\s*({cls})\s*[\)\]]?(?![A-Za-z])",
-            re.IGNORECASE,
-        ),
-        re.compile(rf"\\boxed\{{\s*(?:\\text(?:bf)?\{{)?\s*\(?({cls})\)?\s*\}}"),
-        re.compile(rf"(?:option|choice)\s+\(?({cls})\)?(?![A-Za-z])", re.IGNORECASE),
-        re.compile(rf"\(({cls})\)"),
-        re.compile(rf"(?<![A-Za-z0-9'])({cls})(?![A-Za-z0-9'])(?!\s+[a-z])"),
-    ]
+
+@cache
+def _patterns(letters: str) -> tuple[re.Pattern[str], re.Pattern[str], tuple[re.Pattern[str], ...]]:
+    """(one letter, a line that is only a letter, the self-contained statements)."""
+    letter = rf"(?P<letter>[{letters}{letters.lower()}])(?![\w'])"
+    statements = (
+        re.compile(rf"\\boxed\{{\s*(?:\\text(?:bf)?\{{)?\s*\(?{letter}\)?\s*\}}", re.IGNORECASE),
+        re.compile(rf"\b(?:option|choice)\s+\(?{letter}\)?\s+is\s+(?:the\s+)?(?:correct|right|best)\b", re.IGNORECASE),
+        re.compile(rf"\({letter}\)\s+is\s+(?:the\s+)?(?:correct|right|best)\b", re.IGNORECASE),
+    )
+    return re.compile(letter), re.compile(rf"[ \t*_$]*[(\[]?{letter}[)\]]?[ \t.*_$]*"), statements
+
+
+def _is_a_word(text: str, letter: str, end: int) -> bool:
+    """Whether the letter ending at ``end`` is the English word "a"/"I" (or a lowercase letter) in prose."""
+    if not (letter.islower() or letter in "AI"):
+        return False
+    after = text[end:]
+    return bool(_WORD_AFTER.match(after)) and not _VERB_AFTER.match(after)
+
+
+def _letter_after(text: str, pos: int, letter: re.Pattern[str]) -> re.Match[str] | None:
+    """The letter that a statement ending at ``pos`` names, or None if it names none."""
+    while skipped := _SKIPPABLE.match(text, pos):
+        pos = skipped.end()
+    return letter.match(text, pos)
 
 
 def extract_choice(text: str, letters: str = "ABCD") -> str | None:
-    """The chosen letter: the last match of the most explicit form that occurs at all."""
-    for pattern in _patterns(letters):
-        matches = pattern.findall(text)
-        if matches:
-            letter = matches[-1].upper()
-            if letter in letters:
-                return letter
-    return None
+    """The chosen letter: that of the last explicit statement in the text, or None."""
+    letter, alone, statements = _patterns(letters)
+    matches = [m for lead in _LEADS.finditer(text) if (m := _letter_after(text, lead.end(), letter))]
+    matches += [m for pattern in statements for m in pattern.finditer(text)]
+    last_line_start = text.rstrip().rfind("\n") + 1
+    if m := alone.fullmatch(text.rstrip(), last_line_start):
+        matches.append(m)
+    found = [
+        (m.start("letter"), m.group("letter").upper())
+        for m in matches
+        if not _is_a_word(text, m.group("letter"), m.end("letter"))
+    ]
+    return max(found)[1] if found else None
 
 
 def grade_choice(completion: str, reference: str, letters: str = "ABCD") -> Grade:

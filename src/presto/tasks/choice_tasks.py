@@ -71,6 +71,20 @@ class GPQATask(_ChoiceTask):
         return problems
 
 
+def answer_index(raw: Any, num_choices: int) -> int | None:
+    """The index of the correct choice: ``2``, ``"2"`` (a parquet/CSV export may store the
+    index as text) or the letter ``"C"`` (some hub variants), else None."""
+    if isinstance(raw, str):
+        text = raw.strip()
+        if text.isdigit():
+            raw = int(text)
+        elif len(text) == 1 and text.upper() in LETTERS[:num_choices]:
+            return LETTERS.index(text.upper())
+    if isinstance(raw, int) and not isinstance(raw, bool) and 0 <= raw < num_choices:
+        return raw
+    return None
+
+
 class MMLUTask(_ChoiceTask):
     """MMLU (cais/mmlu, config "all"): question, subject, choices, answer (index 0-3)."""
 
@@ -84,15 +98,11 @@ class MMLUTask(_ChoiceTask):
             choices = require(row, "choices", list, task=self.name, source=source, i=i)
             if not 2 <= len(choices) <= len(LETTERS):
                 raise TaskDataError(f"{self.name}: {source} row {i}: field 'choices' should have 2-10 entries")
-            raw_answer = row["answer"]
-            if isinstance(raw_answer, str) and raw_answer.strip().upper() in LETTERS[: len(choices)]:
-                index = LETTERS.index(raw_answer.strip().upper())
-            elif isinstance(raw_answer, int) and not isinstance(raw_answer, bool) and 0 <= raw_answer < len(choices):
-                index = raw_answer
-            else:
+            index = answer_index(row["answer"], len(choices))
+            if index is None:
                 raise TaskDataError(
-                    f"{self.name}: {source} row {i}: field 'answer' should be an index 0-{len(choices) - 1}, "
-                    f"got {raw_answer!r}"
+                    f"{self.name}: {source} row {i}: field 'answer' should be an index 0-{len(choices) - 1} "
+                    f"or a letter {LETTERS[0]}-{LETTERS[len(choices) - 1]}, got {row['answer']!r}"
                 )
             messages, raw = choice_prompt(question, [str(c) for c in choices])
             subject = row.get("subject") or "mmlu"

@@ -6,6 +6,8 @@ assembled job is :func:`presto.tasks.sandbox.run_sandboxed`'s business.
 
 from __future__ import annotations
 
+import ast
+import builtins
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
@@ -15,14 +17,40 @@ from presto.tasks.sandbox import SandboxLimits, run_sandboxed
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
 _PY_LABELS = {"python", "py", "python3", "py3"}
+_READS_STDIN = re.compile(r"\binput\s*\(|\bstdin\b|\bopen\s*\(\s*0\s*[,)]|\bfileinput\b")
 
 
-def extract_program(text: str) -> str:
-    """The program in a completion: the last ```python block (the final version, after any
-    drafts), else the last fenced block, else the code after an unclosed fence (the
-    generation ran out), else the text before a stray closing fence, else the whole text.
+def _is_solution(code: str, entry_points: Sequence[str], reads_stdin: bool) -> bool:
+    """Whether a fenced block is the solution rather than a usage example, a test or output.
+
+    A solution defines the task's entry point; a stdin program reads its input. An
+    "Example usage:" block after the solution (``print(f(...))``, ``assert f(...) == ...``)
+    does neither.
+    """
+    if entry_points:
+        return any(defines(code, name) for name in entry_points)
+    return reads_stdin and _READS_STDIN.search(code) is not None
+
+
+def extract_program(text: str, entry_points: Sequence[str] = (), *, reads_stdin: bool = False) -> str:
+    """The program in a completion.
+
+    1. The last fenced block (```python or unlabeled) that is the solution: one that
+       defines one of ``entry_points`` (the function name; ``Solution`` or the method for
+       LeetCode-style problems), or, for a stdin problem (``reads_stdin``), one that reads
+       stdin. Models often follow the solution with an "Example usage:" block, which is not
+       the program to grade.
+    2. Else the last ```python block (the final version, after any drafts), else the last
+       unlabeled block.
+    3. Else the code after an unclosed fence (the generation ran out), else the text before
+       a stray closing fence, else the whole text (a bare function body, in the classic
+       completion format).
     """
     blocks = _FENCE.findall(text)
+    code_blocks = [body for label, body in blocks if not label or label.lower() in _PY_LABELS]
+    solutions = [body for body in code_blocks if _is_solution(body, entry_points, reads_stdin)]
+    if solutions:
+        return solutions[-1].strip("\n")
     python_blocks = [body for label, body in blocks if label.lower() in _PY_LABELS]
     if python_blocks:
         return python_blocks[-1].strip("\n")
@@ -35,6 +63,26 @@ def extract_program(text: str) -> str:
     if "```" in text:
         return text[: text.index("```")].strip("\n")
     return text.strip("\n")
+
+
+def functions_under_test(tests: Sequence[str]) -> tuple[str, ...]:
+    """The functions that assert statements call by name (not builtins, not methods), in order.
+
+    MBPP has no entry-point field; its tests (``assert remove_Occ("hello", "l") == "heo"``)
+    name the function the solution must define.
+    """
+    names: list[str] = []
+    for test in tests:
+        try:
+            tree = ast.parse(test)
+        except SyntaxError:
+            continue
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
+                name = node.func.id
+                if not hasattr(builtins, name) and name not in names:
+                    names.append(name)
+    return tuple(names)
 
 
 def function_body(continuation: str) -> str:

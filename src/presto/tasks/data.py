@@ -8,6 +8,7 @@ of which file to fix, not a 40-line traceback from inside ``datasets``.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 from collections.abc import Iterator, Mapping, Sequence
@@ -107,6 +108,8 @@ def _locate_json_error(path: Path) -> str | None:
             rows = json.loads(text)
         except json.JSONDecodeError as exc:
             return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+        if not rows:
+            return "the JSON array is empty (no rows)"
         for i, row in enumerate(rows):
             if not isinstance(row, dict):
                 return f"row {i}: expected a JSON object, got {type(row).__name__}"
@@ -123,8 +126,23 @@ def _locate_json_error(path: Path) -> str | None:
     return None
 
 
+def _cache_dir_for(path: Path) -> str:
+    """A ``datasets`` cache directory for exactly this file content (about 1 s per GB to hash)."""
+    import datasets.config
+
+    with open(path, "rb") as fh:
+        digest = hashlib.file_digest(fh, "sha256").hexdigest()
+    return str(Path(datasets.config.HF_DATASETS_CACHE) / "presto-local-files" / digest[:32])
+
+
 def _read_local(path_str: str, task: str) -> Any:
-    """Read a local JSON/JSONL/parquet file with ``datasets``, with the network forbidden."""
+    """Read a local JSON/JSONL/parquet file with ``datasets``, with the network forbidden.
+
+    ``datasets`` keys its cache of a local file on the path and the modification time, so a
+    file rewritten within the same second (or copied with its timestamps kept) would load
+    the old rows. Each content therefore gets its own cache directory, named by its hash:
+    a changed file can only ever find its own rows.
+    """
     path = Path(path_str).expanduser()
     if not path.is_file():
         raise TaskDataError(f"{task}: dataset file not found: {path}")
@@ -144,7 +162,7 @@ def _read_local(path_str: str, task: str) -> Any:
         import datasets
 
         try:
-            return datasets.load_dataset(builder, data_files=str(path), split="train")
+            return datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=_cache_dir_for(path))
         except Exception as exc:
             raise TaskDataError(f"{task}: {path}: cannot read as {builder}: {first_line(exc)}") from exc
 

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from presto.tasks.base import (
@@ -14,7 +16,7 @@ from presto.tasks.base import (
     cut_at_stop,
 )
 from presto.tasks.data import load_rows, num_prompts_from, require
-from presto.tasks.math_grader import grade_integer, grade_math, parse_integer
+from presto.tasks.math_grader import extract_math_answer, grade_integer, grade_math, parse_integer
 from presto.tasks.prompts import math_prompt
 
 
@@ -111,19 +113,77 @@ DEFAULT_GENERATORS: tuple[str, ...] = (
 )
 
 
+@dataclass(frozen=True)
+class GeneratedReference:
+    """A reasoning-gym answer and where it was generated, so that its generator can score it.
+
+    ``str()`` is the answer, so code that treats references as strings keeps working.
+    """
+
+    answer: str
+    generator: str
+    seed: int  # the generator's seed (generator_seed + its position in the list)
+    size: int  # the size of the generated dataset; with the seed it fixes every entry
+    index: int  # the entry within that dataset
+
+    def __str__(self) -> str:
+        return self.answer
+
+
+@functools.lru_cache(maxsize=64)
+def _generated_dataset(generator: str, size: int, seed: int) -> Any:
+    """The reasoning-gym dataset a reference came from (rebuilt identically from its seed)."""
+    import reasoning_gym
+
+    return reasoning_gym.create_dataset(generator, size=size, seed=seed)
+
+
+def has_own_scorer(dataset: Any) -> bool:
+    """Whether a reasoning-gym generator overrides the base scorer (an exact string match)."""
+    from reasoning_gym.dataset import ProceduralDataset
+
+    return type(dataset).score_answer is not ProceduralDataset.score_answer
+
+
+def grade_generated(completion: str, reference: GeneratedReference) -> Grade:
+    """Grade a generated problem with its generator's own scorer where it has one.
+
+    The scorer knows what the question asks for beyond the value: fraction_simplification
+    wants the fraction in lowest terms, which math-verify (a value comparison) would accept
+    unsimplified. It sees the extracted answer and must give full marks (1.0). Generators
+    without a scorer of their own have only reasoning-gym's exact string match, which would
+    reject ``\\boxed{x = 13}`` or ``\\dfrac``; their answers are compared by value with
+    math-verify instead.
+    """
+    dataset = _generated_dataset(reference.generator, reference.size, reference.seed)
+    if not has_own_scorer(dataset):
+        return grade_math(completion, reference.answer)
+    extracted = extract_math_answer(completion)
+    if extracted is None:
+        return Grade(False, None, "no answer found")
+    try:
+        score = dataset.score_answer(extracted, dataset[reference.index])
+    except Exception:  # a scorer that chokes on a malformed answer gives it no credit
+        score = 0.0
+    if score == 1.0:
+        return Grade(True, extracted, f"{reference.generator} scorer")
+    return Grade(False, extracted, f"{reference.generator} scorer gave {score} (expected {reference.answer})")
+
+
 class GenMathTask(_MathTask):
     """Generated math from ``reasoning-gym``: offline, exact answers, reproducible by seed.
 
     Problem ``i`` comes from generator ``i % len(generators)``, so any prefix of the set
     mixes all generators. ``generator_seed`` (not the run seed) fixes the problems, so
-    runs with different sampling seeds grade the same questions.
+    runs with different sampling seeds grade the same questions. Each problem is graded by
+    its generator's own scorer where it has one (:func:`grade_generated`).
     """
 
     name = "gen_math"
 
     def load(self) -> list[Problem]:
         try:
-            import reasoning_gym
+            import reasoning_gym  # noqa: F401  (only to fail here with a clear message)
         except ImportError as exc:
             raise TaskDataError(f"{self.name}: needs the reasoning-gym package (pip install reasoning-gym)") from exc
         generators = list(self.cfg.get("generators") or DEFAULT_GENERATORS)
@@ -132,8 +192,10 @@ class GenMathTask(_MathTask):
         per_generator = -(-n // len(generators))
         datasets: dict[str, Any] = {}
         for g, gen in enumerate(generators):
+            if gen in datasets:
+                continue  # a generator listed twice is the same dataset (its first seed)
             try:
-                datasets[gen] = reasoning_gym.create_dataset(gen, size=per_generator, seed=seed + g)
+                datasets[gen] = _generated_dataset(gen, per_generator, seed + g)
             except Exception as exc:
                 raise TaskDataError(f"{self.name}: reasoning-gym generator {gen!r} failed: {exc}") from exc
         items = []
@@ -141,5 +203,10 @@ class GenMathTask(_MathTask):
             gen = generators[i % len(generators)]
             k = i // len(generators)
             entry = datasets[gen][k]
-            items.append((f"{gen}/{seed + generators.index(gen)}/{k}", str(entry["question"]), str(entry["answer"])))
+            gen_seed = seed + generators.index(gen)
+            reference = GeneratedReference(str(entry["answer"]), gen, gen_seed, per_generator, k)
+            items.append((f"{gen}/{gen_seed}/{k}", str(entry["question"]), reference))
         return self._problems(items)
+
+    def grade(self, problem: Problem, completion: str) -> Grade:
+        return grade_generated(cut_at_stop(completion, self.stop_strings), problem.reference)

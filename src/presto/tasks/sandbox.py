@@ -10,7 +10,9 @@ grading:
 - inside, the judge (:mod:`presto.tasks._judge`) sets RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE,
   RLIMIT_NPROC and RLIMIT_NOFILE, applies Landlock (writes only in the work directory, no
   TCP, no signals to processes outside), and runs each test case in a forked child with
-  a seccomp filter against new processes and a ``socket`` module that refuses to work;
+  a seccomp filter against new processes and a ``socket`` module that refuses to work,
+  and accepts a case's report only with that case's random nonce (a program cannot pass
+  by writing a fake report to the inherited pipe and exiting);
 - an empty temporary working directory, a stripped environment, and a wall clock.
 
 The limits are set by the judge itself rather than in ``preexec_fn``, because
