@@ -91,11 +91,12 @@ def main(argv: list[str]) -> int:
     samplers = args.samplers or [settings.sampler.name]
     task, problems, engine = load_task_and_engine(cfg, settings)
     warn_if_not_exact(engine)  # the "identical" column then says how often it mattered
-    traversals = {}
+    traversal_options = {}
     for name in args.traversals:
         options = OmegaConf.to_container(compose([*overrides, f"traversal={name}"]).traversal, resolve=True)
         options.pop("name")
-        traversals[name] = TRAVERSALS[name].from_options(options)
+        TRAVERSALS[name].from_options(options)  # bad options stop the benchmark before any chain
+        traversal_options[name] = options
     rows = []
     for sampler in samplers:
         sampler_cfg = compose([*overrides, f"sampler={sampler}"]) if sampler != settings.sampler.name else cfg
@@ -103,6 +104,13 @@ def main(argv: list[str]) -> int:
         kernel = build_kernel(sampler_settings)
         schedule = BlockSchedule(sampler_settings.max_new_tokens, sampler_settings.block_size, sampler_settings.steps)
         setups = [("sequential", 1)] + [(t, n) for t in args.traversals for n in args.n_pf]
+        # One traversal per sampler and budget, as one run would have: what a rule learns
+        # online (call costs, reach calibration) must not carry over from another setting.
+        traversals = {
+            setup: TRAVERSALS[setup[0]].from_options(traversal_options[setup[0]])
+            for setup in setups
+            if setup[0] != "sequential"
+        }
         records: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
         rounds: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
         for problem in problems:
@@ -112,7 +120,7 @@ def main(argv: list[str]) -> int:
                         SequentialStepper()
                         if traversal == "sequential"
                         else PrefetchStepper(
-                            traversals[traversal], n_pf, rounds[(traversal, n_pf)].append, REPLAY_LOGGED_NODES
+                            traversals[(traversal, n_pf)], n_pf, rounds[(traversal, n_pf)].append, REPLAY_LOGGED_NODES
                         )
                     )
                     record = sample_chain(engine, kernel, stepper, task, problem, chain, settings.seed, schedule)

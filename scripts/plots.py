@@ -33,6 +33,12 @@ def main(argv: list[str]) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     written = make_plots(runs, args.out, max_tree_panels=args.max_tree_panels)
+    if not written:
+        print(
+            f"no figures: none of the {len(runs)} runs has MH transitions or prefetch trees to plot "
+            "(test-time baselines only?)",
+            file=sys.stderr,
+        )
     for path in written:
         print(path)
     return 0

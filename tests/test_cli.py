@@ -226,3 +226,26 @@ def test_a_new_run_starts_its_tree_log_afresh(tmp_path):
     writer.append_tree({"prompt_id": "q", "chain": 0, "round": 0})
     writer.close()
     assert [json.loads(line)["prompt_id"] for line in (tmp_path / "trees.jsonl").read_text().splitlines()] == ["q"]
+
+
+def test_one_run_directory_is_written_by_one_process_at_a_time(tmp_path):
+    from presto.runner.outputs import RunWriter
+
+    first = RunWriter(tmp_path, resume=False)
+    with pytest.raises(FileExistsError, match="another run is writing"):
+        RunWriter(tmp_path, resume=True)
+    first.close()
+    RunWriter(tmp_path, resume=True).close()  # free again once the first run has ended
+
+
+def test_a_requeued_slurm_job_resumes_its_directory(toy_table, tmp_path):
+    from presto.runner.run import requeued_by_slurm
+
+    assert requeued_by_slurm({"SLURM_RESTART_COUNT": "1"}) and not requeued_by_slurm({"SLURM_RESTART_COUNT": "0"})
+    assert not requeued_by_slurm({})
+    run_dir = tmp_path / "run"
+    assert run_cli(*toy_args(toy_table, run_dir)).returncode == 0
+    before = read_chains(run_dir)
+    again = run_cli(*toy_args(toy_table, run_dir), env={"SLURM_RESTART_COUNT": "1"})
+    assert again.returncode == 0 and "a requeued Slurm job: resuming" in again.stderr, again.stderr
+    assert read_chains(run_dir) == before

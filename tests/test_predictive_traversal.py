@@ -373,3 +373,16 @@ def test_cli_predictive_run_equals_sequential_run(toy_table, tmp_path):
         )
     assert bad.returncode == 2 and "no such checkpoint" in bad.stderr and "Traceback" not in bad.stderr
     assert not (tmp_path / "bad").exists()  # refused before the engine loads or anything is written
+
+
+def test_what_the_rule_learns_belongs_to_one_traversal():
+    """A second run in the same process (a multirun job, the benchmark's next sampler) starts afresh."""
+    first = PredictiveTraversal.from_options({"predictor": None})
+    first.reach_calibration.use(None)
+    for _ in range(30):
+        first.reach_calibration.observe([0.9, 0.8, 0.7], realized=1)
+        first.observe_call({"generated_tokens": 640, "longest_suffix": 64, "call_time_s": 2.0})
+    assert first.reach_calibration.gamma != 1.0 and first.cost_model.coef is not None
+    second = PredictiveTraversal.from_options({"predictor": None})
+    assert second.reach_calibration.gamma == 1.0 and not second.reach_calibration.pairs
+    assert second.cost_model.coef is None and not second.cost_model.rows

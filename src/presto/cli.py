@@ -8,6 +8,7 @@ directory that Hydra created for a run that never started is removed again.
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -19,6 +20,9 @@ _SPECIAL_PREFIXES = ("choice(", "range(", "glob(", "interval(", "tag(", "sort(",
 
 def register_resolvers(project_root: Path) -> None:
     OmegaConf.register_new_resolver("project_root", lambda: str(project_root), replace=True)
+    # The default run directory is <time>-<pid>: two jobs started in the same second (parallel
+    # sweep agents) must not share one directory.
+    OmegaConf.register_new_resolver("pid", lambda: str(os.getpid()), replace=True)
 
 
 def fail(message: str, code: int = 2) -> None:

@@ -123,6 +123,8 @@ def validate_sampler(cfg: DictConfig) -> SamplerSettings:
 def validate(cfg: DictConfig) -> RunSettings:
     """Check everything that can be checked without loading a model or a dataset."""
     seed = _number(cfg, "seed", int, 0)
+    if seed >= 2**128:  # random keys carry 128-bit fields (presto.samplers.randomness)
+        raise ConfigError(f"seed must be < 2**128, got {seed}")
     sampler = validate_sampler(cfg)
     traversal = _choice(cfg, "traversal.name", TRAVERSALS)
     n_pf = _number(cfg, "budget.n_pf", int, 1)

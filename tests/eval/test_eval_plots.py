@@ -68,6 +68,12 @@ def test_epsilon_rounded_subtree_and_layout():
     positions = tree_layout(nodes)
     assert positions[1][0] < positions[0][0] < positions[2][0]  # acceptance left, rejection right
     assert positions[3][0] < positions[4][0] and positions[3][1] == -2.0
+    # A long lone-accept chain under the accept child must not push it right of its reject sibling.
+    unary = [node(0, None, None, 0.5), node(1, 0, "accept", 0.5), node(2, 0, "reject", None)]
+    unary += [node(3, 1, "accept", 0.99), node(4, 3, "accept", 0.99), node(5, 4, "accept", None)]
+    positions = tree_layout(unary)
+    assert positions[1][0] < positions[0][0] < positions[2][0]
+    assert positions[5][0] < positions[4][0] < positions[3][0] < positions[1][0]  # lone accepts lean left
     shares = epsilon_shares(np.array([0.0, 0.005, 0.5, 0.995, 1.0]))
     assert shares == pytest.approx({"reject": 0.4, "uncertain": 0.2, "accept": 0.4})
 

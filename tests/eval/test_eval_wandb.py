@@ -13,13 +13,26 @@ from presto.eval.wandb_logger import resolve_mode
 from tests.conftest import MAIN, toy_args
 
 
-def test_mode_is_offline_without_a_key():
-    assert resolve_mode(None, {}) == "offline"
-    assert resolve_mode(None, {"WANDB_API_KEY": "x"}) == "online"
-    assert resolve_mode(None, {"WANDB_API_KEY": "x", "WANDB_MODE": "offline"}) == "offline"
-    assert resolve_mode("disabled", {"WANDB_API_KEY": "x"}) == "disabled"
+def test_mode_is_offline_without_credentials(tmp_path):
+    home = {"HOME": str(tmp_path)}  # no ~/.netrc there
+    assert resolve_mode(None, home) == "offline"
+    assert resolve_mode(None, {**home, "WANDB_API_KEY": "x"}) == "online"
+    assert resolve_mode(None, {**home, "WANDB_API_KEY": "x", "WANDB_MODE": "offline"}) == "offline"
+    assert resolve_mode("disabled", {**home, "WANDB_API_KEY": "x"}) == "disabled"
+    assert resolve_mode(None, {**home, "WANDB_MODE": "dryrun"}) == "offline"  # wandb's older name
     with pytest.raises(ValueError, match=r"logger\.mode"):
-        resolve_mode("sometimes", {})
+        resolve_mode("sometimes", home)
+    with pytest.raises(ValueError, match="WANDB_MODE=sometimes"):  # names what the user did set
+        resolve_mode(None, {**home, "WANDB_MODE": "sometimes"})
+
+
+def test_wandb_login_credentials_make_it_online(tmp_path):
+    # `wandb login` stores the key in ~/.netrc, not in the environment (sweep agents rely on it).
+    (tmp_path / ".netrc").write_text("machine api.wandb.ai\n  login user\n  password k3y\n")
+    (tmp_path / ".netrc").chmod(0o600)
+    assert resolve_mode(None, {"HOME": str(tmp_path)}) == "online"
+    other = {"HOME": str(tmp_path), "WANDB_BASE_URL": "https://wandb.example.org"}
+    assert resolve_mode(None, other) == "offline"  # a key for another host does not count
 
 
 def test_offline_wandb_run_holds_config_metrics_and_summary(toy_table, tmp_path):
@@ -43,3 +56,20 @@ def test_offline_wandb_run_holds_config_metrics_and_summary(toy_table, tmp_path)
         assert key in data, key  # summary, per-chain and per-round metrics, and the resolved config
     images = list((offline / "files" / "media" / "images").rglob("*.png"))
     assert images and (run_dir / "plots").is_dir()
+
+
+def test_a_resumed_run_continues_its_wandb_run(toy_table, tmp_path):
+    wandb_dir = tmp_path / "wandb_home"
+    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_RUN_ID")}
+    env.update({"WANDB_DIR": str(wandb_dir), "WANDB_SILENT": "true", "HOME": str(tmp_path)})
+    run_dir = tmp_path / "run"
+    for extra in (("dataset.num_prompts=1",), ("dataset.num_prompts=2", "run.resume=true")):
+        args = toy_args(toy_table, run_dir, "logger=wandb", "logger.log_plots=false", *extra)
+        result = subprocess.run(
+            [sys.executable, str(MAIN), *args], capture_output=True, text=True, timeout=300, cwd="/", env=env
+        )
+        assert result.returncode == 0, result.stderr
+        assert "notice: W&B is offline" in result.stderr and "wandb sync" in result.stderr
+    run_id = (run_dir / "wandb_run_id").read_text().strip()
+    offline = sorted((wandb_dir / "wandb").glob("offline-run-*"))
+    assert len(offline) == 2 and all(path.name.endswith(f"-{run_id}") for path in offline)

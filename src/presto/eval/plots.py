@@ -85,23 +85,30 @@ def epsilon_rounded(nodes: Sequence[Mapping[str, Any]], epsilon: float = EPSILON
 
 
 def tree_layout(nodes: Sequence[Mapping[str, Any]]) -> dict[int, tuple[float, float]]:
-    """(x, y) per node id: leaves in order (acceptance subtree first), parents centred above."""
+    """(x, y) per node id: leaves in order (acceptance subtree first), parents centred above.
+
+    A missing child takes half a leaf slot on its side, so that a lone child still leans to
+    its branch's side. Slots are handed out left to right, so every node lies within its
+    subtree's slots and an acceptance subtree always stays left of its rejection sibling
+    (leaning the parent off a lone child instead would push a long unary accept chain to the
+    right of a sibling placed later).
+    """
     children = _children(nodes)
     positions: dict[int, tuple[float, float]] = {}
-    next_leaf = [0.0]
+    next_slot = [0.0]
+
+    def slot(width: float) -> float:
+        x = next_slot[0]
+        next_slot[0] += width
+        return x
 
     def place(node_id: int, depth: int) -> float:
-        kids = [children.get(node_id, {}).get(b) for b in ("accept", "reject")]
-        kids = [k for k in kids if k is not None]
+        kids = children.get(node_id, {})
         if not kids:
-            x = next_leaf[0]
-            next_leaf[0] += 1.0
+            x = slot(1.0)
         else:
-            xs = [place(k, depth + 1) for k in kids]
+            xs = [place(kids[b], depth + 1) if b in kids else slot(0.5) for b in ("accept", "reject")]
             x = float(np.mean(xs))
-            if len(kids) == 1:  # a lone child still leans to its side
-                branch = "accept" if children[node_id].get("accept") == kids[0] else "reject"
-                x = xs[0] + (0.5 if branch == "accept" else -0.5)
         positions[node_id] = (x, -float(depth))
         return x
 
@@ -353,7 +360,7 @@ def make_plots(runs: Sequence[RunData], out_dir: Path, *, max_tree_panels: int =
         if not by_chain:
             continue
         first = sorted(by_chain)[0]
-        name = f"subtrees_{i:02d}_{_slug(run.label)}.png"
+        name = f"subtrees_{i:02d}_{slug(run.label)}.png"
         title = f"{run.label}: prefetched subtrees of {first[0]} chain {first[1]}"
         written.append(plot_subtrees(by_chain[first], out_dir / name, max_panels=max_tree_panels, title=title))
     for maker, name in (
@@ -369,5 +376,5 @@ def make_plots(runs: Sequence[RunData], out_dir: Path, *, max_tree_panels: int =
     return written
 
 
-def _slug(text: str) -> str:
+def slug(text: str) -> str:
     return "".join(c if c.isalnum() or c in "-_" else "_" for c in text)

@@ -1,10 +1,12 @@
 """Weights & Biases logging of a run: config, per-round and per-chain metrics, summary, plots.
 
-``logger=wandb`` selects it (conf/logger/wandb.yaml). With no API key in the environment
-(``WANDB_API_KEY``) and no explicit ``logger.mode``, it runs offline: everything is written
-under the W&B directory (``logger.dir``, else ``$WANDB_DIR``, else the run directory) and
-can be uploaded later with ``wandb sync``. Inside a W&B sweep agent, ``wandb.init`` joins
-the agent's run, and the summary's ``call_time_s`` is the metric the sweep reads.
+``logger=wandb`` selects it (conf/logger/wandb.yaml). Without credentials (``wandb login``'s
+netrc entry or ``WANDB_API_KEY``) and no explicit ``logger.mode``, it runs offline and says
+so: everything is written under the W&B directory (``logger.dir``, else ``$WANDB_DIR``, else
+the run directory) and can be uploaded later with ``wandb sync``. Inside a W&B sweep agent,
+``wandb.init`` joins the agent's run, and the summary's ``call_time_s`` is the metric the
+sweep reads. Elsewhere a run directory keeps its W&B run id (``wandb_run_id``), so a
+resumed run continues the same W&B run and its metric indices.
 
 What goes where:
 
@@ -30,16 +32,50 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from presto.runner.outputs import read_jsonl
+
 MODES = ("online", "offline", "disabled")
 
 
+def has_credentials(environ: Mapping[str, str] = os.environ) -> bool:
+    """An API key in the environment, or the netrc entry ``wandb login`` writes for the W&B host."""
+    if environ.get("WANDB_API_KEY"):
+        return True
+    import netrc
+    from urllib.parse import urlparse
+
+    host = urlparse(environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
+    path = environ.get("NETRC") or str(Path(environ.get("HOME") or Path.home()) / ".netrc")
+    try:
+        return netrc.netrc(path).authenticators(host) is not None
+    except (OSError, netrc.NetrcParseError):
+        return False
+
+
 def resolve_mode(mode: str | None, environ: Mapping[str, str] = os.environ) -> str:
-    """``logger.mode``, else ``$WANDB_MODE``, else online only when an API key is set."""
+    """``logger.mode``, else ``$WANDB_MODE``, else online when W&B has credentials (key or ``wandb login``)."""
+    source = "logger.mode"
+    if mode is None and environ.get("WANDB_MODE"):
+        mode, source = environ["WANDB_MODE"], "WANDB_MODE"
     if mode is None:
-        mode = environ.get("WANDB_MODE") or ("online" if environ.get("WANDB_API_KEY") else "offline")
+        mode = "online" if has_credentials(environ) else "offline"
+    mode = {"dryrun": "offline", "run": "online"}.get(mode, mode)  # wandb's older names
     if mode not in MODES:
-        raise ValueError(f"logger.mode={mode} is not allowed; choose one of: {', '.join(MODES)}")
+        raise ValueError(f"{source}={mode} is not allowed; choose one of: {', '.join(MODES)}")
     return mode
+
+
+def run_label(run_config: Mapping[str, Any]) -> str:
+    """sampler-traversal-npfN as the run used them: a baseline has neither, a sequential run no budget."""
+    from presto.baselines import BASELINES
+
+    sampler = run_config.get("sampler", {}).get("name")
+    traversal = run_config.get("traversal", {}).get("name")
+    if sampler in BASELINES:
+        return str(sampler)
+    if traversal == "sequential":
+        return f"{sampler}-sequential"
+    return f"{sampler}-{traversal}-npf{run_config.get('budget', {}).get('n_pf')}"
 
 
 def _scalars(record: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, float]:
@@ -84,26 +120,48 @@ class WandbLogger:
 
         wandb_dir = self.cfg.get("dir") or os.environ.get("WANDB_DIR") or str(self.run_dir)
         Path(wandb_dir).mkdir(parents=True, exist_ok=True)
-        sampler = run_config.get("sampler", {}).get("name")
-        traversal = run_config.get("traversal", {}).get("name")
-        n_pf = run_config.get("budget", {}).get("n_pf")
+        # A resumed run continues its W&B run (same id) and its metric indices, unless a sweep
+        # agent decides the run (it sets WANDB_RUN_ID for the run it launched).
+        resume = {}
+        if not os.environ.get("WANDB_RUN_ID"):
+            resume = {"id": self._run_id(), "resume": "allow"}
+        self.chains = len(read_jsonl(self.run_dir / "chains.jsonl"))
+        self.rounds = len(read_jsonl(self.run_dir / "trees.jsonl"))
         self._run = wandb.init(
             project=self.cfg.get("project") or "presto",
             entity=self.cfg.get("entity"),
             group=self.cfg.get("group"),
             tags=list(self.cfg.get("tags") or []),
-            name=self.cfg.get("run_name") or f"{sampler}-{traversal}-npf{n_pf}-{self.run_dir.name}",
+            name=self.cfg.get("run_name") or f"{run_label(run_config)}-{self.run_dir.name}",
             job_type=self.cfg.get("job_type") or "sample",
             mode=mode,
             dir=wandb_dir,
             config=run_config,
             settings=wandb.Settings(console="off", silent=True),
+            **resume,
         )
+        if mode == "offline":
+            print(
+                f"notice: W&B is offline (no API key: `wandb login` or WANDB_API_KEY); upload later with "
+                f"`wandb sync {Path(self._run.dir).parent}`",
+                file=sys.stderr,
+            )
         self._run.config.update({"run_dir": str(self.run_dir)}, allow_val_change=True)
         self._run.define_metric("round/index")
         self._run.define_metric("round/*", step_metric="round/index")
         self._run.define_metric("chain/index")
         self._run.define_metric("chain/*", step_metric="chain/index")
+
+    def _run_id(self) -> str:
+        """The W&B run id of this run directory, made once and kept in it (``wandb_run_id``)."""
+        path = self.run_dir / "wandb_run_id"
+        if path.is_file() and path.read_text().strip():
+            return path.read_text().strip()
+        import secrets
+
+        run_id = secrets.token_hex(4)  # W&B ids: lowercase letters and digits
+        path.write_text(run_id + "\n")
+        return run_id
 
     # --- RunLogger ---------------------------------------------------------------------
 
@@ -147,7 +205,7 @@ class WandbLogger:
         accepts = record.get("accepts") or []
         calls = record.get("model_calls") or 0
         metrics["chain/index"] = self.chains
-        if calls:
+        if calls and accepts:  # a test-time baseline makes no MH transitions
             metrics["chain/transitions_per_call"] = len(accepts) / calls
         if accepts:
             metrics["chain/acceptance_rate"] = sum(accepts) / len(accepts)
@@ -169,12 +227,15 @@ class WandbLogger:
     def _log_plots(self, run_dir: Path) -> None:
         import wandb
 
-        from presto.eval.plots import make_plots
+        from presto.eval.plots import make_plots, slug
         from presto.eval.runs import load_run
 
-        written = make_plots([load_run(run_dir)], run_dir / "plots", max_tree_panels=10)
+        run = load_run(run_dir)
+        written = make_plots([run], run_dir / "plots", max_tree_panels=10)
         if written:
-            self._run.log({f"plots/{p.stem}": wandb.Image(str(p)) for p in written})
+            # Keys without the run's label, so that the runs of a sweep share one panel per figure.
+            label = slug(run.label)
+            self._run.log({f"plots/{p.stem.replace('_' + label, '')}": wandb.Image(str(p)) for p in written})
 
     def finish(self) -> None:
         if self._run is not None:

@@ -173,13 +173,12 @@ class ReachCalibration:
         return np.power(np.clip(predicted, 0.0, 1.0), self.gamma)
 
 
-# One watcher per checkpoint and one cost model per process: run.py builds a traversal per
-# chain, and both should carry over from chain to chain (one process drives one engine).
-# The reach calibration of a checkpoint carries over too, but only while its model does:
-# it follows the fingerprint of the model that planned (ReachCalibration.use).
+# One watcher per checkpoint file per process (it only watches and loads the file). What the
+# rule learns online (the call-cost model and the reach calibration) belongs to one traversal:
+# run.py builds one per run and its chains share it, while another run in the same process
+# (a multirun job, the benchmark's next sampler) starts afresh, so its plans never depend on
+# which runs came before it.
 _HOT: dict[str, HotPredictor] = {}
-_COSTS: dict[tuple[int, int, float], CallCostModel] = {}
-_REACH: dict[str | None, ReachCalibration] = {}
 
 
 def resolve_predictor_path(value: Any) -> Path | None:
@@ -232,10 +231,7 @@ class PredictiveTraversal(Traversal):
             if key not in _HOT:
                 _HOT[key] = HotPredictor(path)  # PredictorError (a ConfigError) if unusable at start
             predictor = _HOT[key]
-        key = (min_calls, window, float(prior_calls))
-        cost_model = _COSTS.setdefault(key, CallCostModel(min_calls, window, float(prior_calls)))
-        calibration = _REACH.setdefault(None if path is None else str(path), ReachCalibration())
-        return cls(predictor, cost_aware, cost_model, calibration)
+        return cls(predictor, cost_aware, CallCostModel(min_calls, window, float(prior_calls)), ReachCalibration())
 
     def observe_call(self, record: dict[str, Any]) -> None:
         """Called by the PrefetchStepper after each engine call with its measured time."""

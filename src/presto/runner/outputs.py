@@ -57,6 +57,22 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     return records
 
 
+def _exclusive_lock(run_dir: Path) -> TextIO | None:
+    """Hold ``run_dir/.lock`` for the run: a second process writing the same directory would
+    interleave its chains with ours (e.g. two jobs given one explicit hydra.run.dir)."""
+    try:
+        import fcntl
+    except ImportError:  # not POSIX: no lock
+        return None
+    handle = (run_dir / ".lock").open("a")
+    try:
+        fcntl.flock(handle.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        handle.close()
+        raise FileExistsError(f"another run is writing to {run_dir} now; give this one its own directory") from None
+    return handle
+
+
 def _chain_key(record: dict[str, Any]) -> tuple[str, int]:
     return str(record.get("prompt_id")), int(record.get("chain", -1))
 
@@ -81,6 +97,7 @@ class RunWriter:
         self.summary_path = run_dir / "summary.json"
         self.check(run_dir, resume)
         run_dir.mkdir(parents=True, exist_ok=True)
+        self._lock = _exclusive_lock(run_dir)
         self.previous = read_jsonl(self.chains_path) if resume else []
         if resume:
             # Drop a torn last line so appends start on a clean line, and the rounds of chains
@@ -111,6 +128,6 @@ class RunWriter:
         write_json_atomic(self.summary_path, summary)
 
     def close(self) -> None:
-        for handle in (self._chains, self._trees):
-            if not handle.closed:
-                handle.close()
+        for handle in (self._chains, self._trees, self._lock):
+            if handle is not None and not handle.closed:
+                handle.close()  # closing the lock file releases the lock

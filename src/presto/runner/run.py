@@ -9,7 +9,9 @@ chain in flight; ``run.resume=true`` continues it.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import json
+import os
 import sys
 import time
 from collections.abc import Iterator
@@ -294,6 +296,12 @@ def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
         )
 
 
+def requeued_by_slurm(environ: dict[str, str] | None = None) -> bool:
+    """True in a Slurm job that was requeued (after preemption): SLURM_RESTART_COUNT > 0."""
+    value = (os.environ if environ is None else environ).get("SLURM_RESTART_COUNT", "0")
+    return value.isdigit() and int(value) > 0
+
+
 def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     """Run every chain of ``cfg`` into ``run_dir``; returns the summary."""
     settings = validate(cfg)
@@ -301,6 +309,10 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     traversal = build_traversal(settings)  # likewise the traversal's options, and loads its predictor
 
     run_dir = Path(run_dir)
+    if not settings.resume and requeued_by_slurm():
+        # A preempted job that Slurm requeued comes back with the same overrides and directory.
+        print(f"notice: a requeued Slurm job: resuming {run_dir}", file=sys.stderr)
+        settings = dataclasses.replace(settings, resume=True)
     RunWriter.check(run_dir, settings.resume)
     if settings.resume:
         check_resume_config(cfg, run_dir)

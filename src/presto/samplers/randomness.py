@@ -21,8 +21,30 @@ _EXTENSION = 1
 _AUXILIARY = 2
 
 
+_WORD = 2**32
+# First word of a key with a field of 32 bits or more: no key of narrow fields starts with two
+# of them unless its seed and prompt are both 2**32 - 1.
+_WIDE = (_WORD - 1, _WORD - 1)
+
+
+def _entropy(key: tuple[int, ...]) -> list[int]:
+    """The SeedSequence entropy of a key, one value per field when every field fits 32 bits.
+
+    SeedSequence splits a value of 32 bits or more into several words and joins the words
+    of all values, so (2**32 + 7, 1) and (7, 1, 1) would feed it the same words: a run
+    with a large seed would share streams with another run's prompts. A key with such a
+    field is therefore encoded at a fixed width of four words (128 bits) per field, behind
+    a marker; narrow keys keep their one-word encoding, so existing seeds keep their streams.
+    """
+    if all(k < _WORD for k in key):
+        return list(key)
+    if any(k >= _WORD**4 for k in key):
+        raise ValueError(f"random key fields are limited to 128 bits, got {key}")
+    return [*_WIDE, len(key), *(k // _WORD**i % _WORD for k in key for i in range(4))]
+
+
 def _stream(*key: int) -> np.random.Generator:
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence([int(k) for k in key])))
+    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(_entropy(tuple(int(k) for k in key)))))
 
 
 @dataclass(frozen=True)
