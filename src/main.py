@@ -13,6 +13,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from presto.cli import (  # noqa: E402
     check_group_choices,
+    check_output_dirs,
     check_sweep_points,
     execute,
     options_first,
@@ -31,5 +32,6 @@ def main(cfg: DictConfig) -> float | None:
 if __name__ == "__main__":
     sys.argv[1:] = options_first(with_default_engine(sys.argv[1:]))
     check_group_choices(PROJECT_ROOT / "conf", sys.argv[1:])
+    check_output_dirs(sys.argv[1:])
     check_sweep_points(PROJECT_ROOT / "conf", sys.argv[1:])
     main()

@@ -249,3 +249,12 @@ def test_a_requeued_slurm_job_resumes_its_directory(toy_table, tmp_path):
     again = run_cli(*toy_args(toy_table, run_dir), env={"SLURM_RESTART_COUNT": "1"})
     assert again.returncode == 0 and "a requeued Slurm job: resuming" in again.stderr, again.stderr
     assert read_chains(run_dir) == before
+
+
+def test_an_output_directory_that_is_a_file_is_one_line(toy_table, tmp_path):
+    taken = tmp_path / "taken"
+    taken.write_text("not a directory")
+    result = run_cli(*toy_args(toy_table, taken))
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert f"error: hydra.run.dir={taken} is a file" in result.stderr
+    assert taken.read_text() == "not a directory"

@@ -88,6 +88,14 @@ def options_first(argv: list[str]) -> list[str]:
     return [*options, *overrides]
 
 
+def check_output_dirs(argv: list[str]) -> None:
+    """An output directory that is an existing file would fail inside Hydra with a traceback."""
+    for token in argv:
+        key, _, value = token.lstrip("+").partition("=")
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and value and Path(value).expanduser().is_file():
+            fail(f"{key}={value} is a file; give a directory")
+
+
 def check_sweep_points(conf_dir: Path, argv: list[str]) -> None:
     """With -m, validate every point of the sweep before the first job runs.
 

@@ -211,10 +211,14 @@ def plot_transition_traces(runs: Sequence[RunData], path: Path) -> Path | None:
     plt = _pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.2))
     presto = [r for r, _ in traces if not r.is_sequential]
+    sequential = [r for r, _ in traces if r.is_sequential]
     shades = plt.get_cmap("Blues")(np.linspace(0.45, 0.95, max(1, len(presto))))
+    grays = plt.get_cmap("Greys")(np.linspace(0.95, 0.5, max(1, len(sequential))))
+    dashes = ("--", "-.", ":")  # several sequential samplers (a mixed multirun) stay apart
     for run, (x, mean, sd) in traces:
         if run.is_sequential:
-            color, style = "black", "--"
+            i = sequential.index(run)
+            color, style = grays[i], dashes[i % len(dashes)]
         else:
             color, style = shades[presto.index(run)], "-"
         ax.plot(x, mean, style, color=color, label=run.label)
