@@ -106,6 +106,9 @@ def check_sweep_points(conf_dir: Path, argv: list[str]) -> None:
     """
     if not any(token in ("-m", "--multirun") for token in argv):
         return
+    config_options = ("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir")
+    if any(token.split("=", 1)[0] in config_options for token in argv):
+        return  # another primary config than conf/config.yaml: Hydra checks each job itself
     overrides = [t for t in argv if not t.startswith("-") and not t.lstrip("+~").startswith("hydra")]
     try:
         from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
