@@ -106,12 +106,13 @@ class Engine(ABC):
         """One model call: all requests generated together. Returns results in order."""
         if not requests:
             return []
-        for request in requests:
-            self.check_temperatures((request.temperature, *request.extra_temperatures))
         unique: dict[SuffixRequest, int] = {}
         for request in requests:
             unique.setdefault(request, len(unique))
         distinct = list(unique)
+        for request in distinct:  # refused before any work, whichever engine serves them
+            self.check_temperatures((request.temperature, *request.extra_temperatures))
+            self.check_fits(len(request.prefix) + request.num_new_tokens, "a request (prefix + new tokens)")
         start = time.perf_counter()
         results = self._generate(distinct)
         elapsed = time.perf_counter() - start

@@ -109,8 +109,6 @@ class HFEngine(ChatText, Engine):
         return picked.numpy(), entropy.numpy()
 
     def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
-        for request in requests:
-            self.check_fits(len(request.prefix) + request.num_new_tokens, "a request (prefix + new tokens)")
         results: list[SuffixResult | None] = [None] * len(requests)
         with self._torch.inference_mode():
             for group in group_prefix_chains(requests):

@@ -358,7 +358,6 @@ class VLLMEngine(ChatText, Engine):
         for request in requests:
             if not request.prefix:
                 raise ValueError("the vllm engine needs a non-empty prefix (prompt) for every request")
-            self.check_fits(len(request.prefix) + request.num_new_tokens, "a request (prefix + new tokens)")
             self._serial += 1
             key = f"{self._prefix}-{self._serial}"
             keys.append(key)
