@@ -70,6 +70,12 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
     return {prefix: tuple(node) if isinstance(node, list) else node}
 
 
+def describe_differences(a: dict[str, Any], b: dict[str, Any], joiner: str, ignore=lambda key: False) -> list[str]:
+    """'key (a<joiner>b)' for each dotted key whose values differ in two flattened configs."""
+    keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and not ignore(k))
+    return [f"{k} ({a.get(k)!r}{joiner}{b.get(k)!r})" for k in keys]
+
+
 def _get(cfg: DictConfig, key: str) -> Any:
     # is_missing() only sees top-level keys; select() raises for a dotted ??? value.
     try:

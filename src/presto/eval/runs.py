@@ -23,7 +23,7 @@ from typing import Any
 
 import numpy as np
 
-from presto.config import flatten
+from presto.config import describe_differences, flatten
 from presto.eval.tost import DEFAULT_LEVEL, DEFAULT_MARGIN_SD, PooledResult, TostResult, paired_tost, pooled_tost
 from presto.runner.outputs import read_jsonl
 
@@ -107,8 +107,7 @@ class RunData:
 
 def setting_differences(a: RunData, b: RunData) -> list[str]:
     """'key (A vs B)' for each setting value on which two runs disagree."""
-    va, vb = a.setting_values(), b.setting_values()
-    return [f"{k} ({va.get(k)!r} vs {vb.get(k)!r})" for k in sorted(va.keys() | vb.keys()) if va.get(k) != vb.get(k)]
+    return describe_differences(a.setting_values(), b.setting_values(), " vs ")
 
 
 def load_run(path: str | Path) -> RunData:

@@ -22,7 +22,7 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from presto.baselines import Baseline
-from presto.config import ConfigError, RunSettings, SamplerSettings, flatten, validate
+from presto.config import ConfigError, RunSettings, SamplerSettings, describe_differences, flatten, validate
 from presto.engines import Engine, build_engine
 from presto.runner.logging import build_logger
 from presto.runner.outputs import RunWriter
@@ -284,11 +284,9 @@ def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
         return
     saved = flatten(OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False))
     current = flatten(OmegaConf.to_container(cfg, resolve=True))
-    changed = [
-        f"{key} ({saved.get(key)!r} -> {current.get(key)!r})"
-        for key in sorted(saved.keys() | current.keys())
-        if saved.get(key) != current.get(key) and key not in RESUMABLE_CHANGES and not key.startswith("logger.")
-    ]
+    changed = describe_differences(
+        saved, current, " -> ", ignore=lambda key: key in RESUMABLE_CHANGES or key.startswith("logger.")
+    )
     if changed:
         raise ConfigError(
             f"run.resume=true, but {run_dir} was made with another config: {'; '.join(changed)} "
