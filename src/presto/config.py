@@ -46,6 +46,7 @@ class RunSettings:
     resume: bool
     max_logged_nodes: int
     progress: bool
+    rescore: bool = False  # also rescore each final state under p0 (not a model call)
 
 
 RUN_KEYS = ("chains_per_prompt", "resume", "max_logged_nodes", "progress", "rescore")
@@ -139,7 +140,6 @@ def validate(cfg: DictConfig) -> RunSettings:
     max_nodes = _number(cfg, "run.max_logged_nodes", int, 0)
     check_keys(OmegaConf.to_container(cfg.budget, resolve=True), "budget", "the budget", BUDGET_KEYS)
     check_keys(OmegaConf.to_container(cfg.run, resolve=True), "run", "the run options", RUN_KEYS)
-    _flag(cfg, "run.rescore", default=False)
     if OmegaConf.select(cfg, "logger.name") == "wandb":
         from presto.eval.wandb_logger import resolve_mode
 
@@ -163,4 +163,5 @@ def validate(cfg: DictConfig) -> RunSettings:
         resume=_flag(cfg, "run.resume"),
         max_logged_nodes=max_nodes,
         progress=_flag(cfg, "run.progress"),
+        rescore=_flag(cfg, "run.rescore", default=False),
     )

@@ -315,9 +315,8 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     if settings.resume:
         check_resume_config(cfg, run_dir)
     task, problems, engine = load_task_and_engine(cfg, settings)
-    rescore = OmegaConf.select(cfg, "run.rescore", default=False)  # validated as a flag
     try:
-        check_engine_serves(engine, task, problems, settings.sampler, rescore)
+        check_engine_serves(engine, task, problems, settings.sampler, settings.rescore)
     except BaseException:
         engine.close()
         raise
@@ -362,7 +361,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
                 chain,
                 settings.seed,
                 schedule,
-                rescore=rescore,
+                rescore=settings.rescore,
             )
             writer.flush_trees()
             writer.append_chain(record)
