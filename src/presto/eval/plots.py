@@ -5,7 +5,10 @@
   epsilon-rounded subtree (at an epsilon-certain decision only the near-sure branch is
   kept, at an uncertain one both), blue the sampled path (its endpoint double-bordered),
   gray the other prefetched branches; hollow nodes were not served by this call (not
-  requested, or deferred because the realized path rewrote their prefix);
+  requested, or deferred because the realized path rewrote their prefix). The sampled path
+  has one edge per realized transition: a walk that reached the block's last transition
+  ends at the state after it, a node no decision of the round holds, drawn hollow;
+  in a multi-block run every panel's title names its block;
 - per-transition traces: cumulative model-call time against completed MH transitions,
   mean over chains with a +-1 SD band, sequential dashed, PreSTO solid (Figure 13);
 - the speedup scatter: reduction in model calls against increase in time per call, one
@@ -14,10 +17,14 @@
   the share of certain rejects, uncertain decisions and certain accepts (Figures 15-16).
 
 Every function takes plain records (as read from the run directory) and writes one file.
+Figures are bare matplotlib Figures rendered with Agg: plotting never switches the
+caller's pyplot backend and leaves no open pyplot figure. ``make_plots`` keeps an output
+directory to the figures of its latest call (a manifest lists what it wrote).
 """
 
 from __future__ import annotations
 
+import json
 import math
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -33,19 +40,27 @@ ROUNDED = "#ff7f0e"  # orange: the epsilon-rounded subtree
 OTHER = "#9a9a9a"  # gray: other prefetched branches
 
 
-def _pyplot():
+def _figure(**kwargs):
+    """A matplotlib Figure outside pyplot: no global backend switch, nothing to close.
+
+    ``matplotlib.use("Agg")`` would switch the caller's backend (a notebook's inline one,
+    say) for the rest of its session; a bare Figure renders PNG with Agg on its own and is
+    freed with its last reference.
+    """
+    from matplotlib.figure import Figure
+
+    return Figure(**kwargs)
+
+
+def _colormap(name: str):
     import matplotlib
 
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    return plt
+    return matplotlib.colormaps[name]
 
 
 def _save(fig, path: Path) -> Path:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    _pyplot().close(fig)
     return path
 
 
@@ -117,52 +132,115 @@ def tree_layout(nodes: Sequence[Mapping[str, Any]]) -> dict[int, tuple[float, fl
     return positions
 
 
-def draw_subtree(ax, tree: Mapping[str, Any], epsilon: float = EPSILON) -> None:
-    """One prefetched subtree on ``ax`` in the paper's style."""
-    nodes = tree.get("nodes") or []
+def realized_path(tree: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[int]]:
+    """The round's nodes, plus its walk's endpoint where it was not logged, and the walk's node ids.
+
+    The walk realizes ``tree["realized"]`` transitions, so its path has that many edges:
+    root, the decided nodes it passed (``reached``), and the endpoint, the state it ended in.
+    A walk stopped by a deferred or unrequested decision ends at that (logged, undecided)
+    node. A walk that reached the depth cap (the block's last transition) ends one level
+    below the deepest logged depth: the state after its last decision, which no node of the
+    round holds (there is no decision left to log there). That endpoint is added as the
+    decided node's child on the branch it took (its ``accepted``), marked ``endpoint_only``.
+    """
+    nodes = [dict(n) for n in tree.get("nodes") or []]
+    reached = sorted((n for n in nodes if n.get("reached")), key=lambda n: n["depth"])
+    if not reached:
+        return nodes, []
+    realized = tree.get("realized")
+    if realized is None:  # a record without the count: every decided node on the path is a transition
+        realized = sum(1 for n in reached if n.get("decided"))
+    path = [n for n in reached if n["depth"] <= realized]
+    last = path[-1]
+    taken = last.get("accepted")
+    if last["depth"] == realized - 1 and last.get("decided") and taken is not None:
+        branch = "accept" if taken else "reject"
+        if branch not in _children(nodes).get(last["id"], {}):
+            endpoint = {
+                "id": max(n["id"] for n in nodes) + 1,
+                "parent": last["id"],
+                "branch": branch,
+                "depth": last["depth"] + 1,
+                "cut": None,
+                "requested": False,
+                "feasible": False,
+                "log_accept": None,
+                "reached": True,
+                "decided": False,
+                "endpoint_only": True,
+            }
+            nodes.append(endpoint)
+            path.append(endpoint)
+    return nodes, [n["id"] for n in path]
+
+
+def draw_subtree(ax, tree: Mapping[str, Any], epsilon: float = EPSILON, *, show_block: bool | None = None) -> None:
+    """One prefetched subtree on ``ax`` in the paper's style.
+
+    The title names the MH transitions the round advanced, prefixed by ``block B:`` when
+    ``show_block`` (default: when the round belongs to a block after the first; a figure
+    of a multi-block chain passes True so that block 0 is labelled too).
+    """
+    nodes, path = realized_path(tree)
     ax.set_axis_off()
-    if not nodes:
-        return
-    positions = tree_layout(nodes)
-    rounded = epsilon_rounded(nodes, epsilon)
-    sampled = {n["id"] for n in nodes if n.get("reached")}
-    # The endpoint: the first undecided node reached, else (the walk hit the depth cap) the deepest reached node.
-    reached = [n for n in nodes if n.get("reached")]
-    undecided = [n["id"] for n in reached if not n.get("decided")]
-    endpoints = set(undecided[:1]) or ({max(reached, key=lambda n: n["depth"])["id"]} if reached else set())
-    by_id = {n["id"]: n for n in nodes}
-    for node in nodes:
-        parent = node.get("parent")
-        if parent is None or node["id"] not in positions or parent not in positions:
-            continue
-        (x0, y0), (x1, y1) = positions[parent], positions[node["id"]]
-        on_path = node["id"] in sampled and parent in sampled
-        color = SAMPLED if on_path else ROUNDED if node["id"] in rounded else OTHER
-        style = "-" if node["branch"] == "accept" else "--"
-        ax.plot([x0, x1], [y0, y1], style, color=color, lw=2.0 if on_path else 1.2, zorder=1)
-    for node_id, (x, y) in positions.items():
-        node = by_id[node_id]
-        color = SAMPLED if node_id in sampled else ROUNDED if node_id in rounded else OTHER
-        served = bool(node.get("feasible"))
-        ax.scatter([x], [y], s=70, zorder=3, facecolor=color if served else "white", edgecolor=color, linewidth=1.5)
-        if node_id in endpoints:
-            ax.scatter([x], [y], s=190, zorder=2, facecolor="none", edgecolor=SAMPLED, linewidth=1.5)
+    if nodes:
+        positions = tree_layout(nodes)
+        rounded = epsilon_rounded([n for n in nodes if not n.get("endpoint_only")], epsilon)
+        sampled = set(path)
+        endpoints = set(path[-1:])
+        by_id = {n["id"]: n for n in nodes}
+        for node in nodes:
+            parent = node.get("parent")
+            if parent is None or node["id"] not in positions or parent not in positions:
+                continue
+            (x0, y0), (x1, y1) = positions[parent], positions[node["id"]]
+            on_path = node["id"] in sampled and parent in sampled
+            color = SAMPLED if on_path else ROUNDED if node["id"] in rounded else OTHER
+            style = "-" if node["branch"] == "accept" else "--"
+            ax.plot([x0, x1], [y0, y1], style, color=color, lw=2.0 if on_path else 1.2, zorder=1)
+        for node_id, (x, y) in positions.items():
+            node = by_id[node_id]
+            color = SAMPLED if node_id in sampled else ROUNDED if node_id in rounded else OTHER
+            served = bool(node.get("feasible"))
+            ax.scatter([x], [y], s=70, zorder=3, facecolor=color if served else "white", edgecolor=color, linewidth=1.5)
+            if node_id in endpoints:
+                ax.scatter([x], [y], s=190, zorder=2, facecolor="none", edgecolor=SAMPLED, linewidth=1.5)
     start, realized = int(tree.get("transition", 0)), int(tree.get("realized", 0))
-    block = f"block {tree['stage']}: " if tree.get("stage") else ""
+    stage = tree.get("stage")
+    if show_block is None:
+        show_block = bool(stage)
+    block = f"block {stage}: " if show_block and stage is not None else ""
     ax.set_title(f"{block}MH {start}→{start + realized}", fontsize=9)
 
 
-def plot_subtrees(trees: Sequence[Mapping[str, Any]], path: Path, *, max_panels: int = 20, title: str = "") -> Path:
-    """The prefetched subtrees of one chain in sampling order (Figure 21)."""
-    plt = _pyplot()
-    trees = list(trees)[:max_panels]
+def plot_subtrees(
+    trees: Sequence[Mapping[str, Any]],
+    path: Path,
+    *,
+    max_panels: int = 20,
+    title: str = "",
+    blocks: int | None = None,
+) -> Path:
+    """The prefetched subtrees of one chain in sampling order (Figure 21).
+
+    ``blocks``: the run's number of blocks (n / B); with more than one, every panel's title
+    names its block. Without it, a chain with a round outside block 0 counts as multi-block.
+    When only the first ``max_panels`` rounds fit, the title says so.
+    """
+    trees = list(trees)
+    multi_block = blocks > 1 if blocks is not None else any(t.get("stage") for t in trees)
+    if len(trees) > max_panels:
+        shown = f"first {max_panels} of {len(trees)} rounds"
+        title = f"{title} ({shown})" if title else shown
+    trees = trees[:max_panels]
     cols = min(5, max(1, len(trees)))
     rows = max(1, math.ceil(len(trees) / cols))
-    fig, axes = plt.subplots(rows, cols, figsize=(3.2 * cols, 2.8 * rows), squeeze=False)
+    fig = _figure(figsize=(3.2 * cols, 2.8 * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     for ax in axes.flat:
         ax.set_axis_off()
     for ax, tree in zip(axes.flat, trees, strict=False):
-        draw_subtree(ax, tree)
+        draw_subtree(ax, tree, show_block=multi_block)
     from matplotlib.lines import Line2D
 
     legend = [
@@ -202,26 +280,38 @@ def transition_trace(run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray] 
     return np.arange(1, total + 1), stacked.mean(axis=0), stacked.std(axis=0)
 
 
-def plot_transition_traces(runs: Sequence[RunData], path: Path) -> Path | None:
-    """Cumulative model-call time vs MH transitions: sequential dashed, PreSTO solid."""
-    traces = [(run, transition_trace(run)) for run in runs]
-    traces = [(run, t) for run, t in traces if t is not None]
+def _n_pf(run: RunData) -> float:
+    n_pf = run.summary.get("n_pf")
+    return float(n_pf) if isinstance(n_pf, int | float) else math.inf
+
+
+def plot_transition_traces(runs: Sequence[RunData], path: Path, labels: Sequence[str] | None = None) -> Path | None:
+    """Cumulative model-call time vs MH transitions: sequential dashed, PreSTO solid.
+
+    PreSTO curves go from light (small N_pf) to dark (large N_pf), as in Figure 13, whatever
+    the order of the run directories (a multirun's job 10 sorts before job 2). ``labels``:
+    one legend entry per run (default ``run.label``; ``run_labels`` tells apart runs that
+    share one).
+    """
+    labels = list(labels) if labels is not None else [run.label for run in runs]
+    traces = [(run, label, transition_trace(run)) for run, label in zip(runs, labels, strict=True)]
+    traces = [(run, label, t) for run, label, t in traces if t is not None]
     if not traces:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(6.5, 4.2))
-    presto = [r for r, _ in traces if not r.is_sequential]
-    sequential = [r for r, _ in traces if r.is_sequential]
-    shades = plt.get_cmap("Blues")(np.linspace(0.45, 0.95, max(1, len(presto))))
-    grays = plt.get_cmap("Greys")(np.linspace(0.95, 0.5, max(1, len(sequential))))
+    fig = _figure(figsize=(6.5, 4.2))
+    ax = fig.subplots()
+    sequential = [i for i, (run, _, _) in enumerate(traces) if run.is_sequential]
+    presto = [i for i, (run, _, _) in enumerate(traces) if not run.is_sequential]
+    presto.sort(key=lambda i: _n_pf(traces[i][0]))
+    shades = _colormap("Blues")(np.linspace(0.45, 0.95, max(1, len(presto))))
+    grays = _colormap("Greys")(np.linspace(0.95, 0.5, max(1, len(sequential))))
     dashes = ("--", "-.", ":")  # several sequential samplers (a mixed multirun) stay apart
-    for run, (x, mean, sd) in traces:
-        if run.is_sequential:
-            i = sequential.index(run)
-            color, style = grays[i], dashes[i % len(dashes)]
-        else:
-            color, style = shades[presto.index(run)], "-"
-        ax.plot(x, mean, style, color=color, label=run.label)
+    styles = {i: (grays[k], dashes[k % len(dashes)]) for k, i in enumerate(sequential)}
+    styles.update({i: (shades[k], "-") for k, i in enumerate(presto)})
+    for i in sequential + presto:  # legend: sequential first, then PreSTO by budget
+        _, label, (x, mean, sd) = traces[i]
+        color, style = styles[i]
+        ax.plot(x, mean, style, color=color, label=label)
         ax.fill_between(x, mean - sd, mean + sd, color=color, alpha=0.15, lw=0)
     ax.set_xlabel("MH transitions completed")
     ax.set_ylabel("cumulative model-call time (s)")
@@ -266,8 +356,8 @@ def plot_speedup_scatter(points: Sequence[Mapping[str, Any]], path: Path) -> Pat
     """
     if not points:
         return None
-    plt = _pyplot()
-    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    fig = _figure(figsize=(5.5, 4.5))
+    ax = fig.subplots()
     xs = np.array([p["call_reduction"] for p in points], dtype=float)
     ys = np.array([p["time_per_call_increase"] for p in points], dtype=float)
     low = min(xs.min(), ys.min(), 1.0) / 1.3
@@ -278,7 +368,7 @@ def plot_speedup_scatter(points: Sequence[Mapping[str, Any]], path: Path) -> Pat
         if low <= high / factor:
             ax.annotate(f"{factor:g}×", (high, high / factor), fontsize=7, color="gray", ha="right", va="bottom")
     samplers = sorted({str(p["sampler"]) for p in points})
-    colors = plt.get_cmap("tab10")
+    colors = _colormap("tab10")
     for i, sampler in enumerate(samplers):
         mask = np.array([str(p["sampler"]) == sampler for p in points])
         speedups = [p["speedup"] for p in points if str(p["sampler"]) == sampler]
@@ -318,14 +408,20 @@ def epsilon_shares(accept: np.ndarray, epsilon: float = EPSILON) -> dict[str, fl
     return {"reject": reject, "uncertain": 1.0 - reject - certain_accept, "accept": certain_accept}
 
 
-def plot_epsilon_histogram(runs: Sequence[RunData], path: Path, epsilon: float = EPSILON) -> Path | None:
-    """Histogram of acceptance probabilities and the epsilon-class shares per run."""
-    data = [(run.label, acceptance_probabilities([t for r in run.trees_by_chain.values() for t in r])) for run in runs]
+def plot_epsilon_histogram(
+    runs: Sequence[RunData], path: Path, epsilon: float = EPSILON, labels: Sequence[str] | None = None
+) -> Path | None:
+    """Histogram of acceptance probabilities and the epsilon-class shares per run (``labels`` as in the traces)."""
+    labels = list(labels) if labels is not None else [run.label for run in runs]
+    data = [
+        (label, acceptance_probabilities([t for r in run.trees_by_chain.values() for t in r]))
+        for run, label in zip(runs, labels, strict=True)
+    ]
     data = [(label, a) for label, a in data if a.size]
     if not data:
         return None
-    plt = _pyplot()
-    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 3.8), gridspec_kw={"width_ratios": [3, 2]})
+    fig = _figure(figsize=(10, 3.8), layout="constrained")  # room for long run labels
+    left, right = fig.subplots(1, 2, gridspec_kw={"width_ratios": [3, 2]})
     bins = np.concatenate([[0.0], np.linspace(epsilon, 1 - epsilon, 21), [1.0]])  # certain bands get their own bins
     for label, accept in data:
         left.hist(accept, bins=bins, histtype="step", lw=1.5, label=f"{label} ({accept.size} decisions)")
@@ -345,7 +441,6 @@ def plot_epsilon_histogram(runs: Sequence[RunData], path: Path, epsilon: float =
         right.barh(y, values, left=start, color=color, label=f"certain {key}" if key != "uncertain" else key)
         start += values
     right.set_yticks(y, labels, fontsize=7)
-    fig.subplots_adjust(wspace=0.45)
     right.set_xlim(0, 1)
     right.set_xlabel("share of scored decisions")
     right.legend(fontsize=7, loc="lower right")
@@ -354,30 +449,133 @@ def plot_epsilon_histogram(runs: Sequence[RunData], path: Path, epsilon: float =
 
 # --- everything for a set of runs --------------------------------------------------------
 
+MANIFEST = ".presto-plots.json"
+"""Names of the figures the last ``make_plots`` wrote into a directory (it removes them when stale)."""
+
+
+def _short(value: Any, width: int = 24) -> str:
+    text = str(value)
+    if len(text) > width and "/" in text:  # a file path: its name tells runs apart
+        text = Path(text).name
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def run_labels(runs: Sequence[RunData], max_keys: int = 2) -> list[str]:
+    """Legend labels: ``run.label``, with what tells apart runs that share one.
+
+    Runs with the same label (a sweep over alpha, a model or a seed) get the setting
+    values that differ among them (at most ``max_keys``, then "…"), then the seed, and as a
+    last resort the run directory's name.
+    """
+    labels = [run.label for run in runs]
+    extras: list[list[str]] = [[] for _ in runs]
+
+    def collisions() -> list[list[int]]:
+        groups: dict[str, list[int]] = {}
+        for i, label in enumerate(labels):
+            groups.setdefault(_with(label, extras[i]), []).append(i)
+        return [g for g in groups.values() if len(g) > 1]
+
+    for group in collisions():
+        values = {i: runs[i].setting_values() for i in group}
+        keys = sorted(k for k in set().union(*values.values()) if len({repr(v.get(k)) for v in values.values()}) > 1)
+        for i in group:
+            extras[i] += [f"{k.removeprefix('summary.')}={_short(values[i].get(k))}" for k in keys[:max_keys]]
+            extras[i] += ["…"] if len(keys) > max_keys else []
+    for group in collisions():
+        if len({repr(runs[i].summary.get("seed")) for i in group}) > 1:
+            for i in group:
+                extras[i].append(f"seed={runs[i].summary.get('seed')}")
+    for group in collisions():
+        for i in group:
+            extras[i].append(runs[i].path.name)
+    return [_with(label, extra) for label, extra in zip(labels, extras, strict=True)]
+
+
+def _with(label: str, extra: list[str]) -> str:
+    return f"{label} ({', '.join(extra)})" if extra else label
+
+
+def _read_manifest(out_dir: Path) -> list[str]:
+    try:
+        names = json.loads((out_dir / MANIFEST).read_text())
+    except (OSError, ValueError):
+        return []
+    return [n for n in names if isinstance(n, str)] if isinstance(names, list) else []
+
+
+def _write_manifest(out_dir: Path, names: set[str]) -> None:
+    path = out_dir / MANIFEST
+    if names:
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(json.dumps(sorted(names), indent=1) + "\n")
+        tmp.replace(path)
+    elif path.is_file():
+        path.unlink()
+
+
+def _remove_stale(out_dir: Path, names: set[str]) -> None:
+    """Delete figures an earlier call listed in the manifest: bare PNG names, plain files only."""
+    for name in names:
+        if Path(name).name != name or not name.endswith(".png"):
+            continue  # never anything outside out_dir, nor a file this module would not write
+        path = out_dir / name
+        if path.is_file() and not path.is_symlink():
+            path.unlink()
+
 
 def make_plots(runs: Sequence[RunData], out_dir: Path, *, max_tree_panels: int = 20) -> list[Path]:
-    """All figures that the runs support, written under ``out_dir``; returns their paths."""
+    """All figures that the runs support, written under ``out_dir``; returns their paths.
+
+    ``out_dir`` then holds the figures of these runs only: the figures an earlier call wrote
+    there (listed in ``out_dir/.presto-plots.json``) that this call does not write again are
+    removed, since they would show other runs. Files this module did not write are left alone.
+    """
     out_dir = Path(out_dir)
+    before = set(_read_manifest(out_dir))
     written: list[Path] = []
-    for i, run in enumerate(runs):
-        by_chain = run.trees_by_chain
-        if not by_chain:
-            continue
-        first = sorted(by_chain)[0]
-        name = f"subtrees_{i:02d}_{slug(run.label)}.png"
-        title = f"{run.label}: prefetched subtrees of {first[0]} chain {first[1]}"
-        written.append(plot_subtrees(by_chain[first], out_dir / name, max_panels=max_tree_panels, title=title))
-    for maker, name in (
-        (plot_transition_traces, "transition_traces.png"),
-        (plot_epsilon_histogram, "epsilon_certainty.png"),
-    ):
-        path = maker(runs, out_dir / name)
-        if path is not None:
-            written.append(path)
-    scatter = plot_speedup_scatter(speedup_points(runs), out_dir / "speedup_scatter.png")
-    if scatter is not None:
-        written.append(scatter)
+    finished = False
+    try:
+        labels = run_labels(runs)
+        for i, (run, label) in enumerate(zip(runs, labels, strict=True)):
+            by_chain = run.trees_by_chain
+            if not by_chain:
+                continue
+            first = sorted(by_chain)[0]
+            name = f"subtrees_{i:02d}_{slug(run.label)}.png"
+            title = f"{label}: prefetched subtrees of {first[0]} chain {first[1]}"
+            written.append(
+                plot_subtrees(
+                    by_chain[first], out_dir / name, max_panels=max_tree_panels, title=title, blocks=_blocks(run)
+                )
+            )
+        for maker, name in (
+            (plot_transition_traces, "transition_traces.png"),
+            (plot_epsilon_histogram, "epsilon_certainty.png"),
+        ):
+            path = maker(runs, out_dir / name, labels=labels)
+            if path is not None:
+                written.append(path)
+        scatter = plot_speedup_scatter(speedup_points(runs), out_dir / "speedup_scatter.png")
+        if scatter is not None:
+            written.append(scatter)
+        finished = True
+    finally:
+        now = {p.name for p in written}
+        if out_dir.is_dir():
+            if finished:
+                _remove_stale(out_dir, before - now)
+                _write_manifest(out_dir, now)
+            else:  # keep tracking everything, so that the next complete call still cleans up
+                _write_manifest(out_dir, before | now)
     return written
+
+
+def _blocks(run: RunData) -> int | None:
+    try:
+        return int(run.summary["max_new_tokens"]) // int(run.summary["block_size"])
+    except (KeyError, TypeError, ValueError, ZeroDivisionError):
+        return None
 
 
 def slug(text: str) -> str:
