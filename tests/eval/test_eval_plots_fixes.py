@@ -249,3 +249,17 @@ def test_an_out_path_that_is_a_file_is_one_error_line(runs, tmp_path):
     result = plots_script(str(runs / "b_bfs6"), "--out", str(blocked))
     assert result.returncode == 2 and result.stderr.startswith("error: cannot write figures to")
     assert "Traceback" not in result.stderr
+
+
+def test_speedup_scatter_puts_faster_settings_upper_right(tmp_path, monkeypatch):
+    """As in the paper's Figure 1: more calls saved goes right, cheaper calls go up."""
+    figures = []
+    monkeypatch.setattr(plots, "_save", lambda fig, path: figures.append(fig) or path)
+    fast = {"call_reduction": 5.0, "time_per_call_increase": 1.5, "speedup": 5.0 / 1.5, "sampler": "powermh"}
+    slow = {"call_reduction": 2.0, "time_per_call_increase": 3.0, "speedup": 2.0 / 3.0, "sampler": "powermh"}
+    plots.plot_speedup_scatter([fast, slow], tmp_path / "scatter.png")
+    ax = figures[0].axes[0]
+    (fx, fy), (sx, sy) = (
+        ax.transData.transform((p["call_reduction"], p["time_per_call_increase"])) for p in (fast, slow)
+    )
+    assert fx > sx and fy > sy
