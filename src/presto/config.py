@@ -112,13 +112,27 @@ def _choice(cfg: DictConfig, key: str, allowed: tuple[str, ...]) -> str:
     return str(value)
 
 
+SMC_DEFAULT_BLOCKS = 8
+"""Power-SMC blocks per answer when ``sampler.block_size`` is null: the paper's Case Study 8
+grows 1024-token answers in blocks of 128. (A sampler-specific default because the
+experiments set n for every sampler, and B = n would leave Power-SMC one block: no resampling.)"""
+
+
 def validate_sampler(cfg: DictConfig) -> SamplerSettings:
     name = _choice(cfg, "sampler.name", SAMPLERS)
     alpha = _number(cfg, "sampler.alpha", float, 0.0, strict=True)
     tau = _get(cfg, "sampler.tau")
     tau = 1.0 / alpha if tau is None else _number(cfg, "sampler.tau", float, 0.0, strict=True)
     n = _number(cfg, "sampler.max_new_tokens", int, 1)
-    block = _number(cfg, "sampler.block_size", int, 1)
+    if name == "power_smc" and _get(cfg, "sampler.block_size") is None:
+        if n % SMC_DEFAULT_BLOCKS:
+            raise ConfigError(
+                f"sampler.block_size=null takes n/{SMC_DEFAULT_BLOCKS} tokens per Power-SMC block, but "
+                f"sampler.max_new_tokens={n} is not a multiple of {SMC_DEFAULT_BLOCKS}; set sampler.block_size"
+            )
+        block = n // SMC_DEFAULT_BLOCKS
+    else:
+        block = _number(cfg, "sampler.block_size", int, 1)
     if n % block:
         raise ConfigError(f"sampler.block_size must divide sampler.max_new_tokens={n}, got {block}")
     steps = _number(cfg, "sampler.steps", int, 0)

@@ -17,12 +17,12 @@ from scipy import stats
 
 from presto.baselines import BASELINES, build_baseline
 from presto.baselines.power_smc import PowerSMC, effective_sample_size, ramped_alpha, systematic_resample
-from presto.config import ConfigError, SamplerSettings
+from presto.config import ConfigError, SamplerSettings, validate_sampler
 from presto.engines.token_sampling import log_softmax
 from presto.engines.toy import ToyEngine
 from presto.samplers.chain import BlockSchedule
 from presto.samplers.randomness import ChainKey
-from tests.conftest import run_cli, toy_args, write_toy_table
+from tests.conftest import PROJECT_ROOT, run_cli, toy_args, write_toy_table
 
 VOCAB, N = 3, 3
 SAMPLES = 3000
@@ -65,8 +65,8 @@ def chi_square_p(samples, law: dict) -> float:
     return float(stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue)
 
 
-def settings(name: str, alpha: float = 2.0, tau: float = 0.5, **options) -> SamplerSettings:
-    return SamplerSettings(name, alpha, tau, N, N, 0, options)
+def settings(name: str, alpha: float = 2.0, tau: float = 0.5, block: int = 1, **options) -> SamplerSettings:
+    return SamplerSettings(name, alpha, tau, N, block, 0, options)
 
 
 def test_registry_names_the_three_baselines():
@@ -204,6 +204,49 @@ def test_bad_baseline_keys_are_one_line_config_errors(name, options, needle):
     with pytest.raises(ConfigError) as err:
         build_baseline(settings(name, **options))
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+def test_power_smc_in_one_block_is_refused_unless_it_cannot_resample_anyway():
+    # One block (B = n, the MH samplers' default) means no resampling
+    # and no ramp: plain importance sampling, not the paper's Power-SMC.
+    with pytest.raises(ConfigError) as err:
+        build_baseline(settings("power_smc", block=N))
+    assert "sampler.block_size" in str(err.value) and "\n" not in str(err.value)
+    # Where resampling is moot (one particle, or a threshold of 0) one block is a fine request.
+    assert build_baseline(settings("power_smc", block=N, num_particles=1)).num_particles == 1
+    assert build_baseline(settings("power_smc", block=N, ess_threshold=0)).ess_threshold == 0.0
+    assert build_baseline(settings("power_smc", block=1)).num_particles == 8
+    # The other baselines ignore block_size: B = n is their natural setting.
+    for name in ("lowtemp", "best_of_n"):
+        assert build_baseline(settings(name, block=N)).name == name
+
+
+def sampler_settings(*overrides: str) -> SamplerSettings:
+    from hydra import compose, initialize_config_dir
+
+    with initialize_config_dir(str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        return validate_sampler(compose("config", overrides=list(overrides)))
+
+
+@pytest.mark.parametrize(
+    "overrides, block",
+    [
+        (("sampler=power_smc", "experiment=paper"), 128),  # the paper's Case Study 8: 1024 tokens in blocks of 128
+        (("sampler=power_smc",), 8),  # the embedded default's n = 64: 8 blocks, so it resamples
+        (("sampler=power_smc", "sampler.block_size=16"), 16),
+        (("sampler=powermh", "experiment=paper"), 1024),  # MH samplers: one block of n (Table 6)
+        (("sampler=entropycut",), 64),
+        (("sampler=multitry", "sampler.max_new_tokens=32"), 32),  # B follows n unless set
+    ],
+)
+def test_block_size_defaults_suit_each_sampler(overrides, block):
+    assert sampler_settings(*overrides).block_size == block
+
+
+def test_power_smc_default_block_needs_n_divisible_by_8():
+    with pytest.raises(ConfigError) as err:
+        sampler_settings("sampler=power_smc", "sampler.max_new_tokens=100")
+    assert "sampler.block_size" in str(err.value) and "\n" not in str(err.value)
 
 
 def test_bad_baseline_key_on_the_command_line_writes_nothing(toy_table, tmp_path):

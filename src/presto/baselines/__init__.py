@@ -11,6 +11,7 @@ MH samplers.
 - ``best_of_n``: N samples at tau in one call; keeps the highest summed log q_tau.
 - ``power_smc``: P particles grown block by block at tau, importance-weighted towards
   p0^alpha with the exponent ramped in, resampled when the ESS falls below a threshold.
+  It needs more than one block (``block_size`` < ``max_new_tokens``) to ever resample.
 
 Unlike the MH chains (fixed horizon), the baselines stop a sample at its first EOS, as the
 paper's baselines do: tokens after it are dropped from the state, from scores and weights.
@@ -67,11 +68,22 @@ def build_baseline(settings: SamplerSettings) -> Baseline:
         threshold = options.get("ess_threshold", 0.5)
         if isinstance(threshold, bool) or not isinstance(threshold, int | float) or not 0 <= threshold <= 1:
             raise ConfigError(f"sampler.ess_threshold must be a number in [0, 1], got {threshold!r}")
+        particles = _integer(options, name, "num_particles", 8, 1)
+        ramp_tokens = _integer(options, name, "ramp_tokens", 400, 0)
+        if settings.block_size == settings.max_new_tokens and particles > 1 and threshold > 0:
+            # One block of n tokens (the MH samplers' default B, set here explicitly): no
+            # resampling and no ramp, plain importance sampling rather than Power-SMC.
+            raise ConfigError(
+                f"sampler.block_size={settings.block_size} equals sampler.max_new_tokens, so sampler=power_smc "
+                "would run one block and never resample (plain importance sampling); set sampler.block_size "
+                "to a smaller divisor of n (the paper's Case Study 8 uses 128), or sampler.ess_threshold=0 "
+                "for importance sampling"
+            )
         return PowerSMC(
             settings.alpha,
             settings.tau,
-            num_particles=_integer(options, name, "num_particles", 8, 1),
-            ramp_tokens=_integer(options, name, "ramp_tokens", 400, 0),
+            num_particles=particles,
+            ramp_tokens=ramp_tokens,
             ess_threshold=float(threshold),
         )
     raise ValueError(f"sampler={name} is not a baseline; choose one of: {', '.join(BASELINES)}")
