@@ -258,3 +258,21 @@ def test_an_output_directory_that_is_a_file_is_one_line(toy_table, tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert f"error: hydra.run.dir={taken} is a file" in result.stderr
     assert taken.read_text() == "not a directory"
+
+
+def test_a_baseline_builds_no_traversal_and_reports_no_transition_figures(toy_table, tmp_path):
+    """traversal=predictive means nothing to a baseline: no predictor loaded, no per-call transition figures."""
+    from omegaconf import OmegaConf
+
+    from presto.config import validate
+    from presto.runner.run import build_traversal
+
+    run_dir = tmp_path / "run"
+    result = run_cli(*toy_args(toy_table, run_dir, "sampler=lowtemp", "traversal=predictive"))
+    assert result.returncode == 0, result.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["traversal"] == "none" and summary["model_calls"] == 4
+    assert summary["transitions_per_call"] is None and summary["prefetch_rounds"] is None
+    assert "transitions_per_call" not in result.stdout and "None" not in result.stdout
+    settings = validate(OmegaConf.load(run_dir / "config.yaml"))
+    assert settings.traversal == "predictive" and build_traversal(settings) is None

@@ -200,7 +200,7 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
     print(f"\nrun directory: {run_dir}")
     for key in keys:
         value = summary.get(key)
-        if value is None and key in ("accuracy", "prefix_cache_hit_rate", "peak_kv_usage"):
+        if value is None:  # not measured, or not defined for this sampler (a baseline has no transitions)
             continue
         shown = f"{value:.4g}" if isinstance(value, float) else str(value)
         print(f"  {key:<{width}}  {shown}")

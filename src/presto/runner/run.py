@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
-from presto.baselines import Baseline
+from presto.baselines import BASELINES, Baseline
 from presto.config import ConfigError, RunSettings, SamplerSettings, describe_differences, flatten, validate
 from presto.engines import Engine, build_engine
 from presto.runner.logging import build_logger
@@ -46,7 +46,7 @@ def cut_at_eos(tokens: np.ndarray, eos_ids: frozenset[int]) -> np.ndarray:
 
 def build_sampler(settings: SamplerSettings) -> Kernel | Baseline:
     """An MH kernel, or a test-time baseline (lowtemp, best_of_n, power_smc)."""
-    from presto.baselines import BASELINES, build_baseline
+    from presto.baselines import build_baseline
 
     if settings.name in BASELINES:
         return build_baseline(settings)
@@ -54,8 +54,12 @@ def build_sampler(settings: SamplerSettings) -> Kernel | Baseline:
 
 
 def build_traversal(settings: RunSettings) -> Traversal | None:
-    """The PreSTO traversal rule (its options checked, its predictor loaded); None when sequential."""
-    if settings.traversal == "sequential":
+    """The PreSTO traversal rule (its options checked, its predictor loaded).
+
+    None when sequential, and for a test-time baseline, which samples whole answers (no
+    traversal: a predictor it names is not loaded).
+    """
+    if settings.traversal == "sequential" or settings.sampler.name in BASELINES:
         return None
     from presto.prefetch.traversal import TRAVERSALS
 
@@ -79,8 +83,6 @@ def summarize(settings: RunSettings, records: list[dict[str, Any]], engine: Engi
     transitions = sum(r["transitions"] for r in records)
     accepts = sum(sum(r["accepts"]) for r in records)
     graded = [r["correct"] for r in records if r.get("correct") is not None]
-    from presto.baselines import BASELINES
-
     baseline = settings.sampler.name in BASELINES  # samples whole answers: no traversal, no prefetch budget
     summary: dict[str, Any] = {
         "sampler": settings.sampler.name,
@@ -97,10 +99,10 @@ def summarize(settings: RunSettings, records: list[dict[str, Any]], engine: Engi
         "transitions": transitions,
         "model_calls": calls,
         "call_time_s": call_time,
-        "transitions_per_call": transitions / calls if calls else None,
+        "transitions_per_call": transitions / calls if calls and not baseline else None,
         "time_per_call_s": call_time / calls if calls else None,
         "acceptance_rate": accepts / transitions if transitions else None,
-        "prefetch_rounds": sum(r["rounds"] for r in records),
+        "prefetch_rounds": None if baseline else sum(r["rounds"] for r in records),
         "discarded_requests": sum(r.get("discarded_requests", 0) for r in records),
         "wall_time_s": wall_time_s,
         "loglik_mean": float(np.mean([r["loglik"] for r in records])) if records else None,
@@ -369,7 +371,10 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             records.append(record)
             progress.update(1)
             calls = sum(r["model_calls"] for r in records)
-            progress.set_postfix(transitions_per_call=f"{sum(r['transitions'] for r in records) / max(1, calls):.2f}")
+            if settings.sampler.name not in BASELINES:  # a baseline makes no MH transitions
+                progress.set_postfix(
+                    transitions_per_call=f"{sum(r['transitions'] for r in records) / max(1, calls):.2f}"
+                )
     finally:
         progress.close()
         summary = summarize(settings, records, engine, previous_summary_time + time.perf_counter() - start)
