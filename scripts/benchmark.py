@@ -52,18 +52,38 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--samplers", nargs="+", default=None, help="samplers (default: the config's)")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
     own, overrides = split_overrides(argv)
-    return parser.parse_args(own), overrides
+    args = parser.parse_args(own)
+    if min(args.n_pf) < 1:
+        parser.error(f"--n-pf values must be >= 1, got {min(args.n_pf)}")
+    if "sequential" in args.traversals:
+        parser.error("--traversals lists PreSTO traversals (bfs, predictive); the sequential chain always runs")
+    # A setting given twice would run twice and pair its chains with the wrong baseline.
+    args.n_pf = list(dict.fromkeys(args.n_pf))
+    args.traversals = list(dict.fromkeys(args.traversals))
+    args.samplers = None if args.samplers is None else list(dict.fromkeys(args.samplers))
+    return args, overrides
 
 
 def compose(overrides: list[str]):
+    """The config of ``overrides``; a ConfigError with one line when Hydra cannot compose it."""
     from hydra import compose as hydra_compose
     from hydra import initialize_config_dir
+    from hydra.errors import HydraException
 
     from presto.cli import register_resolvers
+    from presto.config import ConfigError
 
     register_resolvers(PROJECT_ROOT)
     with initialize_config_dir(config_dir=str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        return hydra_compose(config_name="config", overrides=overrides)
+        try:
+            return hydra_compose(config_name="config", overrides=overrides)
+        except HydraException as err:  # an unknown key, a group option that does not exist
+            raise ConfigError(" ".join(line.strip() for line in str(err).splitlines() if line.strip())) from None
+
+
+def fail(message: str) -> int:
+    print(f"error: {message.splitlines()[0] if message else message}", file=sys.stderr)
+    return 2
 
 
 def load_config(overrides: list[str]):
@@ -77,9 +97,29 @@ def load_config(overrides: list[str]):
 
 def main(argv: list[str]) -> int:
     args, overrides = parse_args(argv)
+    from presto.cli import user_errors
+    from presto.eval.runs import check_output_file
+
+    if args.out is not None:
+        try:
+            check_output_file(args.out, "--out")  # before the work, not after it
+        except ValueError as err:
+            return fail(str(err))
+    try:
+        return benchmark(args, overrides)
+    except user_errors() as err:
+        return fail(str(err) or type(err).__name__)
+    except KeyboardInterrupt:
+        print("\ninterrupted: no figures written (the lines above are the chains that finished)", file=sys.stderr)
+        return 130
+
+
+def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     from omegaconf import OmegaConf
 
-    from presto.config import validate, validate_sampler
+    from presto.baselines import BASELINES
+    from presto.cli import check_group_choices
+    from presto.config import ConfigError, validate, validate_sampler
     from presto.prefetch.presto import PrefetchStepper
     from presto.prefetch.traversal import TRAVERSALS
     from presto.runner.run import load_task_and_engine, sample_chain, warn_if_not_exact
@@ -87,8 +127,17 @@ def main(argv: list[str]) -> int:
     from presto.samplers.chain import BlockSchedule, SequentialStepper
 
     overrides, cfg = load_config(overrides)
+    if args.samplers:
+        check_group_choices(PROJECT_ROOT / "conf", [f"sampler={name}" for name in args.samplers])
+    check_group_choices(PROJECT_ROOT / "conf", [f"traversal={name}" for name in args.traversals])
     settings = validate(cfg)
     samplers = args.samplers or [settings.sampler.name]
+    baselines = [name for name in samplers if name in BASELINES]
+    if baselines:
+        raise ConfigError(
+            f"sampler={baselines[0]} is a test-time baseline, not an MH sampler; the benchmark compares "
+            "MH samplers (powermh, entropycut, multitry) with their PreSTO walks"
+        )
     task, problems, engine = load_task_and_engine(cfg, settings)
     warn_if_not_exact(engine)  # the "identical" column then says how often it mattered
     traversal_options = {}
@@ -167,8 +216,11 @@ def main(argv: list[str]) -> int:
     engine.close()
     print_table(rows, cfg, metrics)
     out = args.out or PROJECT_ROOT / "outputs" / "benchmarks" / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
-    out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps({"overrides": overrides, "rows": rows, "engine_metrics": metrics}, indent=2))
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_text(json.dumps({"overrides": overrides, "rows": rows, "engine_metrics": metrics}, indent=2))
+    except OSError as err:
+        return fail(f"--out {out}: cannot write it ({err.strerror or err}); the tables above are complete")
     print(f"figures written to {out}")
     return 0
 

@@ -28,20 +28,30 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--rows", type=int, nargs="+", default=[1, 4, 7, 14, 28, 56, 140], help="rows per call")
     parser.add_argument("--tokens", type=int, default=64, help="new tokens per row")
     parser.add_argument("--prompt-tokens", type=int, default=200, help="length of the shared prompt")
-    from benchmark import load_config, split_overrides
+    from benchmark import fail, split_overrides
+    from presto.cli import user_errors
 
     own, overrides = split_overrides(argv)
     args = parser.parse_args(own)
     if min(args.rows) < 1 or args.tokens < 1 or args.prompt_tokens < 1:
         parser.error("--rows, --tokens and --prompt-tokens must be >= 1")
+    try:
+        return measure(args, overrides)
+    except user_errors() as err:
+        return fail(str(err) or type(err).__name__)
 
+
+def measure(args: argparse.Namespace, overrides: list[str]) -> int:
+    from benchmark import load_config
     from presto.engines.base import SuffixRequest
     from presto.runner.run import engine_from_config
     from presto.samplers.multitry import DEFAULT_TEMPERATURES
 
     _, cfg = load_config(overrides)
     engine = engine_from_config(cfg)
-    prompt = tuple(range(100, 100 + args.prompt_tokens))
+    # Token ids 100, 101, ...: ordinary tokens of a real vocabulary (a toy table's wraps around).
+    vocab = getattr(engine, "vocab_size", None) or 100 + args.prompt_tokens
+    prompt = tuple((100 + i) % vocab for i in range(args.prompt_tokens))
     # Warm-up of the measured shape; the prompt's KV is cached from here on.
     engine.generate([SuffixRequest(prompt, args.tokens, 0.25, 0, extra) for extra in ((), DEFAULT_TEMPERATURES)])
     print(f"engine={cfg.engine.name} model={cfg.model.path} tokens/row={args.tokens} prompt={args.prompt_tokens}")

@@ -13,12 +13,14 @@ time per call (speedup = reduction / increase), transitions per call, and a pair
 of B - A for token-normalized
 log-likelihood and confidence at a margin of 0.2 baseline SDs (p_eq = larger one-sided p),
 per prompt (its chains averaged) as in the paper, or per chain with --unit chain.
-With several pairs, a fixed-effect pooled TOST per statistic follows. Exit status 0.
+With several pairs, a fixed-effect pooled TOST per statistic follows. Exit status 0;
+bad input is one `error:` line and exit status 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -49,20 +51,33 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         parser.error(f"give run directories in baseline/variant pairs; got {len(args.runs)} directories")
     if not 0 < args.level < 0.5:
         parser.error(f"--level must be in (0, 0.5), got {args.level}")
+    if not 0 < args.margin_sd < math.inf:
+        parser.error(f"--margin-sd must be a positive number of baseline SDs, got {args.margin_sd}")
+    args.stats = list(dict.fromkeys(args.stats))
     return args
+
+
+def fail(message: str) -> int:
+    print(f"error: {message}", file=sys.stderr)
+    return 2
 
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
     from presto.eval.report import comparison_lines
-    from presto.eval.runs import compare, load_run, pool
+    from presto.eval.runs import check_output_file, compare, load_run, pool
     from presto.runner.outputs import write_json_atomic
 
     try:
+        if args.json is not None:
+            check_output_file(args.json, "--json")
         runs = [load_run(p) for p in args.runs]
-    except FileNotFoundError as err:
-        print(f"error: {err}", file=sys.stderr)
-        return 2
+    except (FileNotFoundError, ValueError) as err:
+        return fail(str(err))
+    for stat in args.stats:
+        if not any(stat in record for run in runs for record in run.chains):
+            known = sorted({k for run in runs for r in run.chains for k, v in r.items() if isinstance(v, int | float)})
+            return fail(f"--stats {stat}: no chain of the given runs records it (they record {', '.join(known)})")
     comparisons = []
     for baseline, variant in zip(runs[::2], runs[1::2], strict=True):
         try:
@@ -78,18 +93,22 @@ def main(argv: list[str]) -> int:
                 )
             )
         except ValueError as err:
-            print(f"error: {baseline.path} vs {variant.path}: {err}", file=sys.stderr)
-            return 2
+            return fail(f"{baseline.path} vs {variant.path}: {err}")
     pooled = {s: pool(comparisons, s, margin_sd=args.margin_sd, level=args.level) for s in args.stats}
-    print("\n".join(comparison_lines(comparisons, pooled if len(comparisons) > 1 else {}, level=args.level)))
+    lines = comparison_lines(comparisons, pooled if len(comparisons) > 1 else {}, level=args.level, stats=args.stats)
+    print("\n".join(lines), flush=True)
     if args.json is not None:
-        write_json_atomic(
-            args.json,
-            {
-                "pairs": [c.as_dict() for c in comparisons],
-                "pooled": {k: (v.as_dict() if v else None) for k, v in pooled.items()},
-            },
-        )
+        try:
+            args.json.parent.mkdir(parents=True, exist_ok=True)
+            write_json_atomic(
+                args.json,
+                {
+                    "pairs": [c.as_dict() for c in comparisons],
+                    "pooled": {k: (v.as_dict() if v else None) for k, v in pooled.items()},
+                },
+            )
+        except OSError as err:
+            return fail(f"--json {args.json}: cannot write it ({err.strerror or err}); the tables above are complete")
     return 0
 
 

@@ -31,7 +31,7 @@ import json
 import math
 import sys
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,9 +135,34 @@ def predicted_h(predictor, logged: list) -> np.ndarray:
     return h
 
 
+class MalformedTrees(Exception):
+    """A trees.jsonl line that is not a round record of this project (one line naming the file)."""
+
+
+NODE_KEYS = ("id", "parent", "depth", "branch")
+PROGRESS_DELAY_S = 2.0
+"""Seconds before the replay shows a progress bar on stderr (short replays stay quiet)."""
+
+
+def checked_rounds(files: list[Path]) -> Iterator[dict[str, Any]]:
+    """Round records of ``files``, each checked for what the replay reads (MalformedTrees otherwise)."""
+    for file in files:
+        for number, record in enumerate(iter_rounds([file]), 1):
+            where = f"{file}: record {number}"
+            if not isinstance(record, dict) or not isinstance(record.get("nodes"), list) or "depth_cap" not in record:
+                raise MalformedTrees(f"{where} is not a prefetch round (an object with nodes and depth_cap)")
+            for node in record["nodes"]:
+                if not isinstance(node, dict) or any(k not in node for k in NODE_KEYS):
+                    raise MalformedTrees(f"{where}: a node lacks one of {', '.join(NODE_KEYS)}")
+            yield record
+
+
 def replay(files: list[Path], n_pf: list[int], predictor) -> dict[str, Any]:
-    """The replay of every round logged in ``files`` (trees.jsonl)."""
-    return replay_rounds(iter_rounds(files), n_pf, predictor)
+    """The replay of every round logged in ``files`` (trees.jsonl), with a progress bar on long ones."""
+    from tqdm import tqdm
+
+    with tqdm(checked_rounds(files), desc="rounds", unit="round", delay=PROGRESS_DELAY_S, file=sys.stderr) as rounds:
+        return replay_rounds(rounds, n_pf, predictor)
 
 
 def replay_rounds(records: Iterable[dict[str, Any]], n_pf: list[int], predictor) -> dict[str, Any]:
@@ -235,6 +260,7 @@ def fail(message: str) -> int:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    from presto.eval.runs import check_output_file
     from presto.predictor.hotload import PredictorError, load_predictor
     from presto.prefetch.predictive import resolve_predictor_path
 
@@ -243,21 +269,28 @@ def main(argv: list[str]) -> int:
         return fail("--n-pf values must be >= 1")
     path = resolve_predictor_path(args.predictor)
     try:
+        if args.out:
+            check_output_file(args.out, "--out")
         predictor = None if path is None else load_predictor(path, option="--predictor")
         files = tree_files(args.runs)
     except (PredictorError, FileNotFoundError) as err:
         return fail(str(err))
+    except ValueError as err:  # --out
+        return fail(str(err))
     try:
         result = replay(files, n_pf, predictor)
-    except FeatureMismatch as err:
+    except (FeatureMismatch, MalformedTrees) as err:
         return fail(str(err))
     except ValueError as err:
         return fail(f"{err} in the given trees.jsonl files")
     result["predictor"] = None if predictor is None else {"path": predictor.path, "fingerprint": predictor.fingerprint}
     print_table(result, n_pf)
     if args.out:
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        try:
+            args.out.parent.mkdir(parents=True, exist_ok=True)
+            args.out.write_text(json.dumps(result, indent=2) + "\n")
+        except OSError as err:
+            return fail(f"--out {args.out}: cannot write it ({err.strerror or err}); the table above is complete")
         print(f"figures written to {args.out}")
     return 0
 

@@ -12,6 +12,7 @@ and a paired TOST on log-likelihood and confidence. Prints the report's path.
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
@@ -26,17 +27,26 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--no-figures", action="store_true", help="tables only")
     parser.add_argument("--margin-sd", type=float, default=0.2, help="TOST margin in baseline SDs")
     args = parser.parse_args(argv)
+    if not 0 < args.margin_sd < math.inf:
+        parser.error(f"--margin-sd must be a positive number of baseline SDs, got {args.margin_sd}")
     from presto.eval.report import build_report
-    from presto.eval.runs import load_runs
+    from presto.eval.runs import check_output_file, load_runs
 
     try:
+        if args.out is not None:  # before the runs are read, so the error comes alone
+            check_output_file(args.out, "--out")
         runs = load_runs(args.dirs)
     except ValueError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
     out = args.out or args.dirs[0] / "report.md"
-    title = f"PreSTO report: {args.dirs[0].name}"
-    print(build_report(runs, out, title=title, figures=not args.no_figures, margin_sd=args.margin_sd))
+    title = f"PreSTO report: {args.dirs[0].resolve().name}"
+    try:
+        written = build_report(runs, out, title=title, figures=not args.no_figures, margin_sd=args.margin_sd)
+    except OSError as err:
+        print(f"error: cannot write the report {out}: {err.strerror or err} ({err.filename or out})", file=sys.stderr)
+        return 2
+    print(written)
     return 0
 
 

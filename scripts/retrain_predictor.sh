@@ -69,6 +69,7 @@ for run in "${runs[@]}"; do
 done
 out="$(abspath "$out")"
 workdir="$(abspath "${workdir:-$ROOT/outputs/predictor/retrain-$(date +%Y-%m-%d_%H-%M-%S)-$$}")"
+[[ ! -e "$workdir" || -d "$workdir" ]] || die "--workdir $workdir is a file; give a directory"
 
 # train_predictor.py installs PATH and PATH.metrics.json together, and only on success:
 # nothing is copied here, so a rejected model or a failed job (even in a reused work

@@ -124,7 +124,7 @@ def check_sweep_points(conf_dir: Path, argv: list[str]) -> None:
     from presto.config import validate
     from presto.runner.run import build_sampler, build_traversal
 
-    errors = _user_errors()
+    errors = user_errors()
     swept = {o for point in points for o in point if any(o not in other for other in points)}
     with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir)):
         for number, point in enumerate(points):
@@ -149,7 +149,7 @@ def with_default_engine(overrides: list[str]) -> list[str]:
     return [*overrides, "engine=hf"]
 
 
-def _user_errors() -> tuple[type[BaseException], ...]:
+def user_errors() -> tuple[type[BaseException], ...]:
     from presto.config import ConfigError
 
     errors: list[type[BaseException]] = [ConfigError, FileExistsError, FileNotFoundError]
@@ -228,7 +228,7 @@ def execute(cfg: DictConfig) -> float | None:
     from presto.config import validate
 
     run_dir = _run_dir()
-    errors = _user_errors()
+    errors = user_errors()
     _terminate_like_interrupt()
     try:
         validate(cfg)

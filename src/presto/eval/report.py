@@ -78,9 +78,14 @@ def pooled_header(level: float = DEFAULT_LEVEL) -> tuple[str, ...]:
 
 
 def comparison_lines(
-    comparisons: Sequence[Comparison], pooled: Mapping[str, PooledResult | None], level: float = DEFAULT_LEVEL
+    comparisons: Sequence[Comparison],
+    pooled: Mapping[str, PooledResult | None],
+    level: float = DEFAULT_LEVEL,
+    stats: Sequence[str] | None = None,
 ) -> list[str]:
-    """Plain-text/markdown lines for scripts/compare_runs.py."""
+    """Plain-text/markdown lines for scripts/compare_runs.py (``stats``: default, those the comparisons tested)."""
+    if stats is None:
+        stats = list(dict.fromkeys(stat for c in comparisons for stat in c.tost))
     lines: list[str] = []
     rows = []
     for c in comparisons:
@@ -129,10 +134,13 @@ def comparison_lines(
     lines += ["", f"## Paired TOST (B − A; equivalent when p_eq < {level:g})", ""]
     for c in comparisons:
         lines.append(f"- {c.baseline.path} vs {c.variant.path}")
-    lines += ["", *_table(tost_header(level), tost_rows(comparisons))]
+    lines += ["", *_table(tost_header(level), tost_rows(comparisons, stats))]
     if pooled:
         lines += ["", "## Pooled fixed-effect TOST over all pairs", ""]
-        lines += _table(pooled_header(level), pooled_rows(pooled))
+        if any(v is not None for v in pooled.values()):
+            lines += _table(pooled_header(level), pooled_rows(pooled))
+        else:
+            lines.append("No statistic can be pooled: no pair has a TOST with a baseline spread (SD > 0).")
     return lines
 
 
@@ -183,6 +191,7 @@ def build_report(
         setting_runs.sort(key=_run_order)
         lines += [f"### {_setting_title(setting_runs[0])}", ""]
         rows = []
+        notes = []
         for run in setting_runs:
             s = run.summary
             baseline = sequential_baseline(run, runs)
@@ -191,8 +200,10 @@ def build_report(
                 try:
                     comparison = compare(baseline, run, margin_sd=margin_sd, level=level)
                     comparisons.setdefault(run.label, []).append(comparison)
-                except ValueError:
-                    comparison = None
+                except ValueError as err:
+                    notes.append(f"- note: {run.path} not compared with {baseline.path}: {err}")
+            elif not run.is_sequential and s.get("traversal") not in (None, "none"):
+                notes.append(f"- note: {run.path}: no sequential run of this setting here, so no speedup or TOST")
             sp = comparison.speedup if comparison else None
             rows.append(
                 [
@@ -231,7 +242,7 @@ def build_report(
             ),
             rows,
         )
-        lines.append("")
+        lines += ["", *notes, ""] if notes else [""]
 
     if comparisons:
         lines += [

@@ -110,13 +110,76 @@ def setting_differences(a: RunData, b: RunData) -> list[str]:
     return describe_differences(a.setting_values(), b.setting_values(), " vs ")
 
 
+class RunReadError(ValueError):
+    """A run directory whose files cannot be read as a run (one line naming the file and what is wrong)."""
+
+
+# What every chains.jsonl record needs for pairing and speedups (all samplers write these).
+CHAIN_NUMBERS = ("model_calls", "call_time_s", "transitions")
+
+
+def _check_chain(record: Any, where: str) -> None:
+    if not isinstance(record, dict):
+        raise RunReadError(f"{where} is not a chain record (a JSON object), got {type(record).__name__}")
+    missing = [k for k in ("prompt_id", "chain", *CHAIN_NUMBERS) if k not in record]
+    if missing:
+        raise RunReadError(f"{where} lacks {', '.join(missing)}")
+    for key in ("chain", *CHAIN_NUMBERS):
+        value = record[key]
+        if isinstance(value, bool) or not isinstance(value, int | float):
+            raise RunReadError(f"{where}: {key} must be a number, got {value!r}")
+
+
 def load_run(path: str | Path) -> RunData:
-    """Read a finished (or interrupted) run directory; needs summary.json and chains.jsonl."""
+    """Read a finished (or interrupted) run directory; needs summary.json and chains.jsonl.
+
+    FileNotFoundError when ``path`` holds no summary.json; RunReadError (a ValueError) when
+    summary.json is not a JSON object or a chain record lacks what pairing needs. A torn
+    line in chains.jsonl (a run killed mid-write) is skipped.
+    """
     path = Path(path)
     summary_path = path / "summary.json"
+    if path.is_file():
+        raise FileNotFoundError(f"{path} is a file, not a run directory")
     if not summary_path.is_file():
-        raise FileNotFoundError(f"{path} is not a run directory: no summary.json")
-    return RunData(path, json.loads(summary_path.read_text()), read_jsonl(path / "chains.jsonl"))
+        jobs = sorted(p.parent for p in path.glob("*/summary.json"))
+        hint = f" (it holds runs, e.g. {jobs[0]}: give their directories)" if jobs else ""
+        raise FileNotFoundError(f"{path} is not a run directory: no summary.json{hint}")
+    try:
+        summary = json.loads(summary_path.read_text())
+    except (OSError, UnicodeDecodeError, json.JSONDecodeError) as err:
+        raise RunReadError(f"{summary_path} cannot be read: {err}") from None
+    if not isinstance(summary, dict):
+        raise RunReadError(f"{summary_path} is not a run summary (a JSON object), got {type(summary).__name__}")
+    chains_path = path / "chains.jsonl"
+    try:
+        chains = read_jsonl(chains_path)
+    except (OSError, UnicodeDecodeError) as err:
+        raise RunReadError(f"{chains_path} cannot be read: {err}") from None
+    for number, record in enumerate(chains, 1):
+        _check_chain(record, f"{chains_path}: record {number}")
+    return RunData(path, summary, chains)
+
+
+RUN_FILES = ("summary.json", "chains.jsonl", "trees.jsonl", "config.yaml")
+
+
+def check_output_file(path: str | Path, option: str) -> None:
+    """Refuse an output file that is a directory, or a run directory's own file (writing would destroy it).
+
+    A ValueError with one line naming ``option``; scripts call this before their work starts.
+    """
+    path = Path(path)
+    if path.is_dir():
+        raise ValueError(f"{option} {path} is a directory; give a file path")
+    parent = path.parent
+    if path.name in RUN_FILES and ((parent / "summary.json").is_file() or (parent / "chains.jsonl").is_file()):
+        raise ValueError(f"{option} {path} is a file of the run directory {parent}; writing it would overwrite the run")
+    for folder in (parent, *parent.parents):
+        if folder.exists():
+            if not folder.is_dir():
+                raise ValueError(f"{option} {path}: {folder} is a file, not a directory")
+            break
 
 
 def find_runs(root: str | Path) -> list[RunData]:
@@ -130,7 +193,8 @@ def load_runs(paths: Sequence[Path]) -> list[RunData]:
     """Every run under ``paths``; a ValueError with one line when a path or all runs are missing.
 
     Directories with chains.jsonl but no summary.json (a run still going, or killed before
-    it could write one) are left out, with a notice on stderr naming them.
+    it could write one), and directories whose files cannot be read as a run, are left
+    out, with a notice on stderr naming them and why.
     """
     missing = [str(p) for p in paths if not Path(p).is_dir()]
     if missing:
@@ -139,7 +203,17 @@ def load_runs(paths: Sequence[Path]) -> list[RunData]:
         for chains in sorted(Path(path).rglob("chains.jsonl")):
             if not (chains.parent / "summary.json").is_file():
                 print(f"notice: {chains.parent} left out: no summary.json (still running, or killed)", file=sys.stderr)
-    runs = [run for path in paths for run in find_runs(path)]
+    runs: list[RunData] = []
+    seen: set[Path] = set()
+    for path in paths:
+        for run_dir in sorted({p.parent for p in Path(path).rglob("summary.json")}):
+            if run_dir.resolve() in seen:  # a multirun given beside one of its own jobs: that job once
+                continue
+            seen.add(run_dir.resolve())
+            try:
+                runs.append(load_run(run_dir))
+            except (FileNotFoundError, RunReadError) as err:
+                print(f"notice: {run_dir} left out: {err}", file=sys.stderr)
     if not runs:
         raise ValueError(f"no run directory (with summary.json) under {' '.join(map(str, paths))}")
     return runs
@@ -217,10 +291,15 @@ def paired_values(
 ) -> tuple[np.ndarray, np.ndarray]:
     """(baseline, variant) values of ``stat`` per unit; ``unit='prompt'`` averages each prompt's chains.
 
-    Pairs where either side lacks the statistic are dropped.
+    Pairs where either side lacks the statistic are dropped; a value that is not a number
+    is a ValueError naming the statistic and the chain.
     """
     rows = [(p[0]["prompt_id"], p[0].get(stat), p[1].get(stat)) for p in pairs]
     rows = [r for r in rows if r[1] is not None and r[2] is not None]
+    for prompt, *values in rows:
+        for value in values:
+            if not isinstance(value, int | float):  # bools (correct) count as 0/1
+                raise ValueError(f"statistic {stat!r} is not a number in the chains of {prompt}: {value!r}")
     if unit == "chain":
         return np.array([r[1] for r in rows], dtype=float), np.array([r[2] for r in rows], dtype=float)
     if unit != "prompt":
@@ -297,13 +376,14 @@ def pool(
     """Fixed-effect pooled TOST of one statistic over several comparisons (None if none usable).
 
     The pooled test assumes independent pairs, so a baseline run enters once: of several
-    comparisons against the same baseline only the first is pooled.
+    comparisons against the same baseline (however its path is spelled) only the first is pooled.
     """
     seen: set[Path] = set()
     independent = []
     for c in comparisons:
-        if c.baseline.path not in seen:
-            seen.add(c.baseline.path)
+        key = c.baseline.path.resolve()
+        if key not in seen:
+            seen.add(key)
             independent.append(c)
     results = [c.tost.get(stat) for c in independent]
     results = [r for r in results if r is not None and r.baseline_sd > 0]

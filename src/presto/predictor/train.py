@@ -279,6 +279,10 @@ def run_training(cfg, out_dir: Path | None = None) -> dict[str, Any]:
     if not runs:  # runs=[] or runs= would otherwise read nothing (or the working directory)
         raise ConfigError("runs is empty: pass runs=[RUN_DIR,...] (directories holding trees.jsonl)")
     model_cfg = OmegaConf.to_container(cfg.predictor, resolve=True)
+    numbers = {"epsilon": ((int, float), "a number"), "folds": (int, "an integer"), "seed": (int, "an integer")}
+    for key, (kind, what) in numbers.items():
+        if isinstance(cfg[key], bool) or not isinstance(cfg[key], kind):
+            raise ConfigError(f"{key} must be {what}, got {cfg[key]!r}")
     try:
         settings = ModelSettings(**{**model_cfg, "hidden": tuple(model_cfg.get("hidden") or ())})
         names = resolve_features(cfg.features)

@@ -1,0 +1,166 @@
+"""oracle_bound, benchmark, call_cost and predictor training on bad and edge inputs.
+
+Each mistake is one `error:` line and exit status 2, found before the work it would spoil;
+a run's own files are never an output; long replays show progress.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tests.conftest import PROJECT_ROOT, run_cli, toy_args, toy_overrides, write_toy_table
+
+
+def script(name: str):
+    sys.path.insert(0, str(PROJECT_ROOT / "scripts"))  # call_cost imports benchmark
+    spec = importlib.util.spec_from_file_location(f"script_{name}", PROJECT_ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+oracle_bound = script("oracle_bound")
+benchmark = script("benchmark")
+call_cost = script("call_cost")
+
+
+def call(module, *argv) -> int:
+    """The script's exit status, whether it returns it or exits with it (argparse, presto.cli.fail)."""
+    try:
+        return module.main([str(a) for a in argv])
+    except SystemExit as exit_:
+        return exit_.code
+
+
+def one_error_line(err: str) -> str:
+    assert "Traceback" not in err and err.count("\n") == 1 and err.startswith("error: "), err
+    return err
+
+
+@pytest.fixture(scope="module")
+def table(tmp_path_factory):
+    return write_toy_table(tmp_path_factory.mktemp("table") / "table.json", vocab=6, seed=3)
+
+
+@pytest.fixture(scope="module")
+def bfs_run(table, tmp_path_factory):
+    run_dir = tmp_path_factory.mktemp("runs") / "bfs"
+    done = run_cli(*toy_args(table, run_dir, "traversal=bfs", "budget.n_pf=3", "run.progress=false"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    return run_dir
+
+
+def test_oracle_bound_names_a_file_that_is_not_a_tree_log(table, capsys):
+    assert call(oracle_bound, table) == 2  # a JSON file, but a toy table, not trees.jsonl
+    assert f"{table}: record 1 is not a prefetch round" in one_error_line(capsys.readouterr().err)
+
+
+def test_oracle_bound_output_is_checked_before_the_replay(bfs_run, tmp_path, capsys):
+    trees = bfs_run / "trees.jsonl"
+    before = trees.read_text()
+    assert call(oracle_bound, bfs_run, "--out", trees) == 2
+    assert "would overwrite the run" in one_error_line(capsys.readouterr().err)
+    assert trees.read_text() == before
+    assert call(oracle_bound, bfs_run, "--out", tmp_path) == 2
+    assert "is a directory" in one_error_line(capsys.readouterr().err)
+    (tmp_path / "file").write_text("")
+    assert call(oracle_bound, bfs_run, "--out", tmp_path / "file" / "oracle.json") == 2
+    assert "is a file, not a directory" in one_error_line(capsys.readouterr().err)
+
+
+def test_oracle_bound_shows_progress_over_rounds(bfs_run, monkeypatch, capsys):
+    monkeypatch.setattr(oracle_bound, "PROGRESS_DELAY_S", 0.0, raising=False)  # shown at once, not after 2 s
+    assert call(oracle_bound, bfs_run, "--n-pf", "1", "3") == 0
+    out, err = capsys.readouterr()
+    rounds = int(out.split()[0])  # "N logged rounds; ..."
+    assert rounds > 0 and f"rounds: {rounds}round [" in err
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("--n-pf", "0"), "--n-pf values must be >= 1"),
+        (("--n-pf", "-2"), "--n-pf values must be >= 1"),
+        (("--traversals", "sequential"), "the sequential chain always runs"),
+        (("--traversals", "bfs", "dfs"), "traversal=dfs is not an option"),
+        (("--samplers", "best_of_n"), "sampler=best_of_n is a test-time baseline"),
+        (("no_such_key=1",), "Could not override 'no_such_key'"),
+        (("sampler.steps=x",), "sampler.steps must be an integer"),
+        (("engine.table=/no/such/table.json",), "engine.table: no such file"),
+    ],
+)
+def test_benchmark_refuses_bad_input_before_any_chain(table, tmp_path, capsys, args, message):
+    assert call(benchmark, *toy_overrides(table), *args, "--out", tmp_path / "b.json") == 2
+    out, err = capsys.readouterr()
+    assert message in err and "Traceback" not in err and "chain 0" not in out
+    assert not (tmp_path / "b.json").exists()
+
+
+def test_benchmark_refuses_an_output_that_would_destroy_a_run(table, bfs_run, capsys):
+    summary = (bfs_run / "summary.json").read_text()
+    assert call(benchmark, *toy_overrides(table), "--n-pf", "2", "--out", bfs_run / "summary.json") == 2
+    out, err = capsys.readouterr()
+    assert "would overwrite the run" in one_error_line(err) and "chain 0" not in out
+    assert (bfs_run / "summary.json").read_text() == summary
+
+
+def test_benchmark_runs_a_setting_given_twice_once(table, tmp_path):
+    out = tmp_path / "b.json"
+    args = ("--n-pf", "2", "2", "--traversals", "bfs", "bfs", "--samplers", "powermh", "powermh")
+    assert call(benchmark, *toy_overrides(table, steps=2), "dataset.num_prompts=1", *args, "--out", out) == 0
+    rows = json.loads(out.read_text())["rows"]
+    assert [(r["sampler"], r["traversal"], r["n_pf"], r["chains"]) for r in rows] == [
+        ("powermh", "sequential", 1, 2),
+        ("powermh", "bfs", 2, 2),
+    ]
+    assert rows[1]["identical_chains"] == 1.0
+
+
+def test_call_cost_runs_on_the_toy_engine_and_reports_bad_input_in_one_line(table, capsys):
+    toy = ("engine=toy", "model=toy")
+    args = ("--rows", "1", "2", "--tokens", "2", "--prompt-tokens", "4")
+    assert call(call_cost, *toy, f"engine.table={table}", *args) == 0  # prompt ids fit a 6-token vocabulary
+    assert capsys.readouterr().out.count("x\n") == 4
+    assert call(call_cost, *toy, "engine.table=/no/such/table.json", *args) == 2
+    assert "engine.table: no such file" in one_error_line(capsys.readouterr().err)
+    assert call(call_cost, *toy, f"engine.table={table}", "no_such_key=1", *args) == 2
+    assert "Could not override 'no_such_key'" in one_error_line(capsys.readouterr().err)
+
+
+def train(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "src" / "train_predictor.py"), *args],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd="/",
+    )
+
+
+def test_train_predictor_names_the_key_of_a_bad_number_and_a_file_for_a_directory(tmp_path):
+    runs = f"runs=[{tmp_path}]"
+    for key in ("epsilon=x", "folds=2.5", "seed=x"):
+        done = train(runs, key, f"hydra.run.dir={tmp_path / 'job'}")
+        assert done.returncode == 2 and done.stderr.startswith(f"error: {key.split('=')[0]} must be "), done.stderr
+    (tmp_path / "file").write_text("")
+    done = train(runs, f"hydra.run.dir={tmp_path / 'file'}")
+    assert done.returncode == 2
+    assert done.stderr == f"error: hydra.run.dir={tmp_path / 'file'} is a file; give a directory\n"
+
+
+def test_retrain_refuses_a_workdir_that_is_a_file(tmp_path):
+    (tmp_path / "file").write_text("")
+    retrain = str(PROJECT_ROOT / "scripts" / "retrain_predictor.sh")
+    done = subprocess.run(
+        ["bash", retrain, str(tmp_path), "--out", str(tmp_path / "p.ckpt"), "--workdir", str(tmp_path / "file")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and done.stderr.startswith(f"error: --workdir {tmp_path / 'file'} is a file")
+    assert done.stderr.count("\n") == 1
