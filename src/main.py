@@ -14,7 +14,7 @@ from omegaconf import DictConfig  # noqa: E402
 from presto.cli import (  # noqa: E402
     check_group_choices,
     check_output_dirs,
-    check_sweep_points,
+    check_overrides,
     execute,
     options_first,
     register_resolvers,
@@ -33,5 +33,5 @@ if __name__ == "__main__":
     sys.argv[1:] = options_first(with_default_engine(sys.argv[1:]))
     check_group_choices(PROJECT_ROOT / "conf", sys.argv[1:])
     check_output_dirs(sys.argv[1:])
-    check_sweep_points(PROJECT_ROOT / "conf", sys.argv[1:])
+    check_overrides(PROJECT_ROOT / "conf", sys.argv[1:])
     main()

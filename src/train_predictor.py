@@ -11,7 +11,7 @@ sys.path.insert(0, str(PROJECT_ROOT / "src"))
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from presto.cli import check_group_choices, check_output_dirs, fail, register_resolvers  # noqa: E402
+from presto.cli import check_group_choices, check_output_dirs, check_overrides, fail, register_resolvers  # noqa: E402
 
 register_resolvers(PROJECT_ROOT)
 
@@ -38,4 +38,5 @@ def main(cfg: DictConfig) -> float | None:
 if __name__ == "__main__":
     check_group_choices(PROJECT_ROOT / "conf", sys.argv[1:])
     check_output_dirs(sys.argv[1:])
+    check_overrides(PROJECT_ROOT / "conf", sys.argv[1:], config_name="train_predictor")
     main()

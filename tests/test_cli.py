@@ -149,6 +149,18 @@ def test_a_bad_sweep_point_stops_the_sweep_before_any_job(toy_table, tmp_path):
     assert not sweep_dir.exists(), "no job may have run"
 
 
+def test_an_unknown_key_in_a_sweep_is_one_line_before_any_job(toy_table, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli("-m", *toy_args(toy_table, tmp_path / "unused", f"hydra.sweep.dir={sweep_dir}"), "nosuch=1,2")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == [
+        "error: sweep job 0 of 2 (nosuch=1): Could not override 'nosuch'; To append to your config "
+        "use +nosuch=1; no job was started"
+    ], result.stderr
+    assert not sweep_dir.exists()
+
+
 @pytest.mark.parametrize(
     ("override", "needle"),
     [
@@ -172,6 +184,8 @@ def test_a_bad_sweep_point_stops_the_sweep_before_any_job(toy_table, tmp_path):
         ("+budget.npf=3", "budget.npf is not a key"),
         ("+run.resum=true", "run.resum is not a key"),
         ("logger=wandb logger.mode=bogus", "logger.mode=bogus"),
+        ("nosuch=1", "Could not override 'nosuch'; To append to your config use +nosuch=1"),
+        ("sampler.alpha=[", "no viable alternative at input '['"),
     ],
 )
 def test_bad_input_is_one_clear_line(toy_table, tmp_path, override, needle):

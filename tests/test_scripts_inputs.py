@@ -151,6 +151,9 @@ def test_train_predictor_names_the_key_of_a_bad_number_and_a_file_for_a_director
     done = train(runs, f"hydra.run.dir={tmp_path / 'file'}")
     assert done.returncode == 2
     assert done.stderr == f"error: hydra.run.dir={tmp_path / 'file'} is a file; give a directory\n"
+    done = train(runs, "nosuch=1", f"hydra.run.dir={tmp_path / 'job'}")  # Hydra's own message, in one line
+    assert done.returncode == 2
+    assert done.stderr == "error: Could not override 'nosuch'; To append to your config use +nosuch=1\n"
 
 
 def test_retrain_refuses_a_workdir_that_is_a_file(tmp_path):

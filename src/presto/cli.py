@@ -96,30 +96,36 @@ def check_output_dirs(argv: list[str]) -> None:
             fail(f"{key}={value} is a file; give a directory")
 
 
-def check_sweep_points(conf_dir: Path, argv: list[str]) -> None:
-    """With -m, validate every point of the sweep before the first job runs.
+def check_overrides(conf_dir: Path, argv: list[str], config_name: str = "config") -> None:
+    """Compose the config as Hydra will, and with -m validate every point of the sweep, before any job.
 
-    Hydra composes each job's config only when that job starts, so a bad value in the
-    third point of a sweep would stop it after hours of the first two. Each point is
-    composed here as the basic sweeper will (a cartesian product of the comma lists) and
-    checked as a run checks it before loading anything.
+    An override Hydra cannot apply (an unknown key without ``+``) is one line here instead
+    of Hydra's multi-line message (or, in a sweep, a traceback). Hydra composes each job's
+    config only when that job starts, so a bad value in the third point of a sweep would
+    stop it after hours of the first two: each point is composed as the basic sweeper will
+    (a cartesian product of the comma lists) and checked as a run checks it before loading
+    anything. (A single run validates its values itself, right after composing.) Sweep
+    points are validated as runs only for the run config (``config_name="config"``).
     """
-    if not any(token in ("-m", "--multirun") for token in argv):
-        return
     config_options = ("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir")
     if any(token.split("=", 1)[0] in config_options for token in argv):
         return  # another primary config than conf/config.yaml: Hydra checks each job itself
+    if any(token in ("-h", "--help", "--hydra-help", "--version", "-sc", "--shell-completion") for token in argv):
+        return
+    multirun = any(token in ("-m", "--multirun") for token in argv)
     overrides = [t for t in argv if not t.startswith("-") and not t.lstrip("+~").startswith("hydra")]
-    try:
-        from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
-        from hydra.core.override_parser.overrides_parser import OverridesParser
+    if multirun:
+        try:
+            from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
+            from hydra.core.override_parser.overrides_parser import OverridesParser
 
-        points = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)[0]
-    except Exception:  # a syntax or sweeper this check does not know: Hydra reports it itself
-        return
-    if len(points) < 2:
-        return
+            points = BasicSweeper.split_arguments(OverridesParser.create().parse_overrides(overrides), None)[0]
+        except Exception:  # a syntax or sweeper this check does not know: Hydra reports it itself
+            return
+    else:
+        points = [overrides]
     from hydra import compose, initialize_config_dir
+    from hydra.errors import HydraException
 
     from presto.config import validate
     from presto.runner.run import build_sampler, build_traversal
@@ -128,13 +134,26 @@ def check_sweep_points(conf_dir: Path, argv: list[str]) -> None:
     swept = {o for point in points for o in point if any(o not in other for other in points)}
     with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir)):
         for number, point in enumerate(points):
+            where = f"sweep job {number} of {len(points)} ({' '.join(o for o in point if o in swept)}): "
+            where = where if len(points) > 1 else ""
             try:
-                settings = validate(compose(config_name="config", overrides=point))
+                cfg = compose(config_name=config_name, overrides=point)
+            except HydraException as err:
+                fail(f"{where}{_one_line(err)}" + ("; no job was started" if where else ""))
+            if len(points) < 2 or config_name != "config":
+                continue
+            try:
+                settings = validate(cfg)
                 build_sampler(settings.sampler)
                 build_traversal(settings)
             except errors as err:
-                where = " ".join(o for o in point if o in swept)
-                fail(f"sweep job {number} of {len(points)} ({where}): {str(err).splitlines()[0]}; no job was started")
+                fail(f"{where}{str(err).splitlines()[0]}; no job was started")
+
+
+def _one_line(err: BaseException) -> str:
+    """Hydra's message without its indented detail lines, joined into one line."""
+    lines = [line.strip().rstrip(".") for line in str(err).splitlines() if line.strip() and not line[0].isspace()]
+    return "; ".join(lines) or type(err).__name__
 
 
 def with_default_engine(overrides: list[str]) -> list[str]:
