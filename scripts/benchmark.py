@@ -20,7 +20,6 @@ there, where depths that run did not request count as unavailable).
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 import time
 from pathlib import Path
@@ -105,12 +104,16 @@ def main(argv: list[str]) -> int:
             check_output_file(args.out, "--out")  # before the work, not after it
         except ValueError as err:
             return fail(str(err))
+    args.out = args.out or PROJECT_ROOT / "outputs" / "benchmarks" / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
+    args.finished_samplers = []  # saved to args.out as each one finishes
     try:
         return benchmark(args, overrides)
     except user_errors() as err:
         return fail(str(err) or type(err).__name__)
     except KeyboardInterrupt:
-        print("\ninterrupted: no figures written (the lines above are the chains that finished)", file=sys.stderr)
+        done = args.finished_samplers
+        kept = f"the figures of {', '.join(done)} are in {args.out}" if done else "no figures written"
+        print(f"\ninterrupted: {kept} (the lines above are the chains that finished)", file=sys.stderr)
         return 130
 
 
@@ -138,6 +141,11 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
             f"sampler={baselines[0]} is a test-time baseline, not an MH sampler; the benchmark compares "
             "MH samplers (powermh, entropycut, multitry) with their PreSTO walks"
         )
+    out = args.out
+    try:
+        out.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise ConfigError(f"--out {out}: cannot create its folder ({err.strerror or err})") from None
     task, problems, engine = load_task_and_engine(cfg, settings)
     warn_if_not_exact(engine)  # the "identical" column then says how often it mattered
     traversal_options = {}
@@ -212,17 +220,25 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
                     **walk_versus_oracle(rounds[(traversal, n_pf)], expected.get(n_pf)),
                 }
             )
+        # Each finished sampler's rows are kept at once: an interrupted benchmark loses only the
+        # sampler under way ("complete": false until the last one is in).
+        save(out, {"overrides": overrides, "rows": rows, "engine_metrics": None, "complete": False})
+        args.finished_samplers.append(sampler)
     metrics = engine.metrics()
     engine.close()
     print_table(rows, cfg, metrics)
-    out = args.out or PROJECT_ROOT / "outputs" / "benchmarks" / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
     try:
-        out.parent.mkdir(parents=True, exist_ok=True)
-        out.write_text(json.dumps({"overrides": overrides, "rows": rows, "engine_metrics": metrics}, indent=2))
+        save(out, {"overrides": overrides, "rows": rows, "engine_metrics": metrics, "complete": True})
     except OSError as err:
         return fail(f"--out {out}: cannot write it ({err.strerror or err}); the tables above are complete")
     print(f"figures written to {out}")
     return 0
+
+
+def save(out: Path, figures: dict) -> None:
+    from presto.runner.outputs import write_json_atomic
+
+    write_json_atomic(out, figures)
 
 
 def expected_per_round(rounds: dict[tuple[str, int], list[dict]], budgets: list[int]) -> dict[int, dict]:

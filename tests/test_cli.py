@@ -290,3 +290,12 @@ def test_a_baseline_builds_no_traversal_and_reports_no_transition_figures(toy_ta
     assert "transitions_per_call" not in result.stdout and "None" not in result.stdout
     settings = validate(OmegaConf.load(run_dir / "config.yaml"))
     assert settings.traversal == "predictive" and build_traversal(settings) is None
+
+
+def test_an_atomic_write_that_fails_leaves_no_temporary_file(tmp_path):
+    from presto.runner.outputs import write_json_atomic
+
+    (tmp_path / "summary.json").mkdir()  # os.replace cannot put a file over a directory
+    with pytest.raises(OSError):
+        write_json_atomic(tmp_path / "summary.json", {"chains": 1})
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]

@@ -121,6 +121,28 @@ def test_benchmark_runs_a_setting_given_twice_once(table, tmp_path):
     assert rows[1]["identical_chains"] == 1.0
 
 
+def test_an_interrupted_benchmark_keeps_the_samplers_it_finished(table, tmp_path, monkeypatch, capsys):
+    import presto.runner.run
+
+    sample_chain, calls = presto.runner.run.sample_chain, []
+
+    def interrupted_in_the_second_sampler(*args, **kwargs):
+        calls.append(1)
+        if len(calls) > 4:  # powermh: 1 prompt x 2 chains x (sequential, bfs)
+            raise KeyboardInterrupt
+        return sample_chain(*args, **kwargs)
+
+    monkeypatch.setattr(presto.runner.run, "sample_chain", interrupted_in_the_second_sampler)
+    out = tmp_path / "b.json"
+    args = ("--n-pf", "2", "--traversals", "bfs", "--samplers", "powermh", "entropycut", "--out", out)
+    assert call(benchmark, *toy_overrides(table, steps=2), "dataset.num_prompts=1", *args) == 130
+    figures = json.loads(out.read_text())
+    assert figures["complete"] is False
+    assert [(r["sampler"], r["traversal"]) for r in figures["rows"]] == [("powermh", "sequential"), ("powermh", "bfs")]
+    assert not list(tmp_path.glob("*.tmp"))
+    assert f"interrupted: the figures of powermh are in {out}" in capsys.readouterr().err
+
+
 def test_call_cost_runs_on_the_toy_engine_and_reports_bad_input_in_one_line(table, capsys):
     toy = ("engine=toy", "model=toy")
     args = ("--rows", "1", "2", "--tokens", "2", "--prompt-tokens", "4")

@@ -33,11 +33,15 @@ def dumps(record: dict[str, Any]) -> str:
 def write_text_atomic(path: Path, text: str) -> None:
     """Write to a temporary sibling, then rename: readers (and a kill midway) never see half a file."""
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    try:
+        with tmp.open("w") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, path)
+    except BaseException:  # a full disk, a directory in the way, Ctrl-C: leave no half-written sibling
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
