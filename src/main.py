@@ -13,6 +13,7 @@ from omegaconf import DictConfig  # noqa: E402
 
 from presto.cli import (  # noqa: E402
     check_group_choices,
+    check_launcher,
     check_output_dirs,
     check_overrides,
     execute,
@@ -33,5 +34,6 @@ if __name__ == "__main__":
     sys.argv[1:] = options_first(with_default_engine(sys.argv[1:]))
     check_group_choices(PROJECT_ROOT / "conf", sys.argv[1:])
     check_output_dirs(sys.argv[1:])
+    check_launcher(sys.argv[1:])
     check_overrides(PROJECT_ROOT / "conf", sys.argv[1:])
     main()

@@ -299,3 +299,35 @@ def test_an_atomic_write_that_fails_leaves_no_temporary_file(tmp_path):
     with pytest.raises(OSError):
         write_json_atomic(tmp_path / "summary.json", {"chains": 1})
     assert sorted(p.name for p in tmp_path.iterdir()) == ["summary.json"]
+
+
+@pytest.mark.parametrize(
+    ("options", "needle"),
+    [
+        (("--cfg", "job"), "sampler:"),
+        (("-c", "job", "-p", "sampler"), "name: powermh"),
+        (("--info", "defaults"), "Defaults List"),
+    ],
+)
+def test_hydra_options_with_a_separate_value_still_work(options, needle):
+    result = run_cli("engine=toy", *options)
+    assert result.returncode == 0 and "error:" not in result.stderr, result.stderr
+    assert needle in result.stdout
+
+
+def test_the_paper_experiment_sets_the_paper_seed():
+    result = run_cli("experiment=paper", "engine=toy", "--cfg=job")
+    assert result.returncode == 0, result.stderr
+    assert "\nseed: 10086\n" in result.stdout  # Table 6; config.yaml's own seed: 0 must not win
+
+
+def test_a_slurm_sweep_off_a_cluster_is_one_line(toy_table, tmp_path):
+    import shutil
+
+    if shutil.which("srun"):
+        pytest.skip("this machine has Slurm")
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli("-m", *toy_args(toy_table, tmp_path / "unused", f"hydra.sweep.dir={sweep_dir}"), "launcher=slurm")
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    assert result.stderr.startswith("error: launcher=slurm needs Slurm (no srun on PATH)"), result.stderr
+    assert not sweep_dir.exists()

@@ -64,6 +64,12 @@ def options_first(argv: list[str]) -> list[str]:
     between two overrides (the `-m` in `sampler=entropycut -m budget.n_pf=8,12,20`) would
     leave the later ones "unrecognized". Values of options that take one stay with them.
     """
+    options, overrides = split_options(argv)
+    return [*options, *overrides]
+
+
+def split_options(argv: list[str]) -> tuple[list[str], list[str]]:
+    """(Hydra's options with their values, the overrides) of a command line, each in order."""
     options: list[str] = []
     overrides: list[str] = []
     i = 0
@@ -85,7 +91,7 @@ def options_first(argv: list[str]) -> list[str]:
         else:
             overrides.append(token)
         i += 1
-    return [*options, *overrides]
+    return options, overrides
 
 
 def check_output_dirs(argv: list[str]) -> None:
@@ -107,13 +113,14 @@ def check_overrides(conf_dir: Path, argv: list[str], config_name: str = "config"
     anything. (A single run validates its values itself, right after composing.) Sweep
     points are validated as runs only for the run config (``config_name="config"``).
     """
-    config_options = ("-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir")
-    if any(token.split("=", 1)[0] in config_options for token in argv):
+    options, overrides = split_options(argv)
+    names = {token.split("=", 1)[0] for token in options if token.startswith("-")}
+    if names & {"-cn", "--config-name", "-cp", "--config-path", "-cd", "--config-dir"}:
         return  # another primary config than conf/config.yaml: Hydra checks each job itself
-    if any(token in ("-h", "--help", "--hydra-help", "--version", "-sc", "--shell-completion") for token in argv):
+    if names & {"-h", "--help", "--hydra-help", "--version", "-sc", "--shell-completion", "--experimental-rerun"}:
         return
-    multirun = any(token in ("-m", "--multirun") for token in argv)
-    overrides = [t for t in argv if not t.startswith("-") and not t.lstrip("+~").startswith("hydra")]
+    multirun = bool(names & {"-m", "--multirun"})
+    overrides = [t for t in overrides if not t.lstrip("+~").startswith("hydra")]
     if multirun:
         try:
             from hydra._internal.core_plugins.basic_sweeper import BasicSweeper
@@ -148,6 +155,18 @@ def check_overrides(conf_dir: Path, argv: list[str], config_name: str = "config"
                 build_traversal(settings)
             except errors as err:
                 fail(f"{where}{str(err).splitlines()[0]}; no job was started")
+
+
+def check_launcher(argv: list[str]) -> None:
+    """``launcher=slurm`` off a Slurm cluster would fail inside submitit with a traceback."""
+    import shutil
+
+    _, overrides = split_options(argv)
+    if "launcher=slurm" in overrides and shutil.which("srun") is None:
+        fail(
+            "launcher=slurm needs Slurm (no srun on PATH): run the sweep on a cluster's login node, "
+            "or use launcher=joblib (local processes) or launcher=submitit_local"
+        )
 
 
 def _one_line(err: BaseException) -> str:

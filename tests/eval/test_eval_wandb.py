@@ -9,7 +9,7 @@ import sys
 
 import pytest
 
-from presto.eval.wandb_logger import resolve_mode
+from presto.eval.wandb_logger import mode_source, resolve_mode
 from tests.conftest import MAIN, toy_args
 
 
@@ -73,3 +73,11 @@ def test_a_resumed_run_continues_its_wandb_run(toy_table, tmp_path):
     run_id = (run_dir / "wandb_run_id").read_text().strip()
     offline = sorted((wandb_dir / "wandb").glob("offline-run-*"))
     assert len(offline) == 2 and all(path.name.endswith(f"-{run_id}") for path in offline)
+
+
+def test_the_offline_notice_names_why(tmp_path):
+    home = {"HOME": str(tmp_path)}
+    assert mode_source(None, home) == "no API key: `wandb login` or WANDB_API_KEY"
+    assert mode_source(None, {**home, "WANDB_API_KEY": "x", "WANDB_MODE": "dryrun"}) == "WANDB_MODE=offline"
+    assert mode_source("offline", {**home, "WANDB_API_KEY": "x"}) == "logger.mode=offline"
+    assert mode_source(None, {**home, "WANDB_API_KEY": "x"}) == "W&B has credentials"

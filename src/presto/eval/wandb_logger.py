@@ -54,15 +54,27 @@ def has_credentials(environ: Mapping[str, str] = os.environ) -> bool:
 
 def resolve_mode(mode: str | None, environ: Mapping[str, str] = os.environ) -> str:
     """``logger.mode``, else ``$WANDB_MODE``, else online when W&B has credentials (key or ``wandb login``)."""
+    return _mode_and_source(mode, environ)[0]
+
+
+def mode_source(mode: str | None, environ: Mapping[str, str] = os.environ) -> str:
+    """Why :func:`resolve_mode` chose what it chose, for a notice (e.g. ``WANDB_MODE=offline``)."""
+    resolved, source = _mode_and_source(mode, environ)
+    if source == "credentials":
+        return "W&B has credentials" if resolved == "online" else "no API key: `wandb login` or WANDB_API_KEY"
+    return f"{source}={resolved}"
+
+
+def _mode_and_source(mode: str | None, environ: Mapping[str, str]) -> tuple[str, str]:
     source = "logger.mode"
     if mode is None and environ.get("WANDB_MODE"):
         mode, source = environ["WANDB_MODE"], "WANDB_MODE"
     if mode is None:
-        mode = "online" if has_credentials(environ) else "offline"
+        mode, source = ("online" if has_credentials(environ) else "offline"), "credentials"
     mode = {"dryrun": "offline", "run": "online"}.get(mode, mode)  # wandb's older names
     if mode not in MODES:
         raise ValueError(f"{source}={mode} is not allowed; choose one of: {', '.join(MODES)}")
-    return mode
+    return mode, source
 
 
 def run_label(run_config: Mapping[str, Any]) -> str:
@@ -115,6 +127,7 @@ class WandbLogger:
             print(f"warning: W&B logging stopped: {type(err).__name__}: {err}", file=sys.stderr)
 
     def _init(self, mode: str | None, run_config: dict[str, Any]) -> None:
+        why = mode_source(mode)
         mode = resolve_mode(mode)
         import wandb
 
@@ -142,8 +155,7 @@ class WandbLogger:
         )
         if mode == "offline":
             print(
-                f"notice: W&B is offline (no API key: `wandb login` or WANDB_API_KEY); upload later with "
-                f"`wandb sync {Path(self._run.dir).parent}`",
+                f"notice: W&B is offline ({why}); upload later with `wandb sync {Path(self._run.dir).parent}`",
                 file=sys.stderr,
             )
         self._run.config.update({"run_dir": str(self.run_dir)}, allow_val_change=True)
