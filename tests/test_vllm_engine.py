@@ -166,6 +166,48 @@ def test_tokens_depend_on_seed_not_on_batch(engine, prompt):
     assert not np.array_equal(first.tokens, second.tokens)
 
 
+def stopping(request: SuffixRequest) -> SuffixRequest:
+    return SuffixRequest(
+        request.prefix, request.num_new_tokens, request.temperature, request.seed, request.extra_temperatures, True
+    )
+
+
+def test_a_request_that_stops_at_eos_returns_the_full_answer_up_to_its_eos(engine, reference, prompt, monkeypatch):
+    requests = mixed_requests(prompt)
+    full = engine.generate(requests)
+    # One more EOS id per answer (a token it holds at position 2), so every answer stops early;
+    # the engine passes its EOS ids to vLLM as stop_token_ids.
+    eos = engine.eos_token_ids | {int(f.tokens[2]) for f in full}
+    monkeypatch.setattr(engine, "_eos", eos)
+    lengths = [int(np.flatnonzero(np.isin(f.tokens, sorted(eos)))[0]) + 1 for f in full]
+    assert max(lengths) <= 3
+    before = engine.stats.generated_tokens
+    stopped = engine.generate([stopping(r) for r in requests])
+    assert engine.stats.generated_tokens - before == sum(lengths) < sum(r.num_new_tokens for r in requests)
+    for request, f, s, length in zip(requests, full, stopped, lengths, strict=True):
+        assert len(s.tokens) == length and int(s.tokens[-1]) in eos  # the EOS itself is the last token
+        assert s.logq_extra.shape == (length, len(request.extra_temperatures))
+        np.testing.assert_array_equal(s.tokens, f.tokens[:length])
+        for name in ("logp0", "logq", "logq_extra", "entropy"):
+            if on_cpu():  # batch-invariant there: the recorder's rows line up with the tokens, bit for bit
+                np.testing.assert_array_equal(getattr(s, name), getattr(f, name)[:length], err_msg=name)
+            else:
+                np.testing.assert_allclose(getattr(s, name), getattr(f, name)[:length], atol=1e-5, err_msg=name)
+        assert_close_to_reference(reference, request, s)
+    # Requests without stop_at_eos (the MH samplers') still run past EOS, in the same call.
+    again = engine.generate([requests[0], stopping(requests[1])])
+    np.testing.assert_array_equal(again[0].tokens, full[0].tokens)
+    assert len(again[1].tokens) == lengths[1]
+    # The exact oracle's per-token logprobs line up too.
+    engine.exact_logprobs = True
+    try:
+        (exact,) = engine.generate([stopping(requests[0])])
+    finally:
+        engine.exact_logprobs = False
+    np.testing.assert_array_equal(exact.tokens, stopped[0].tokens)
+    np.testing.assert_allclose(exact.logq, stopped[0].logq, rtol=0, atol=TOLERANCE)
+
+
 def test_presto_chains_equal_sequential_chains_and_hit_the_prefix_cache(engine, prompt):
     kernel = PowerMH(alpha=4.0, tau=0.25)
     schedule = BlockSchedule(12, 6, 6)

@@ -181,3 +181,36 @@ def test_baselines_are_functions_of_their_key(engine):
         again = [baseline.sample(engine, [], ChainKey(5, 1, c), schedule)[0].tokens.tolist() for c in range(30)]
         assert again == [baseline.sample(engine, [], ChainKey(5, 1, c), schedule)[0].tokens.tolist() for c in range(30)]
         assert len({tuple(t) for t in again}) > 1  # chains are not copies of one another
+
+
+def test_baselines_ask_the_engine_to_stop_at_eos(engine, monkeypatch):
+    # The engine stops decoding an answer at its EOS: no call decodes tokens a baseline drops,
+    # and the engine's token count is that of the answers' tokens, EOS included.
+    calls = []
+    generate = engine.generate
+
+    def recorded(requests):
+        results = generate(requests)
+        calls.append((list(requests), results))
+        return results
+
+    monkeypatch.setattr(engine, "generate", recorded)
+    schedule = BlockSchedule(N, BLOCK, 0)
+    for baseline in (
+        build_baseline(SamplerSettings("lowtemp", ALPHA, TAU, N, N, 0, {})),
+        build_baseline(SamplerSettings("best_of_n", ALPHA, TAU, N, N, 0, {"num_samples": 4})),
+        PowerSMC(ALPHA, TAU, num_particles=4, ramp_tokens=N, ess_threshold=0.9),
+    ):
+        calls.clear()
+        before = engine.stats.generated_tokens
+        for chain in range(20):
+            baseline.sample(engine, [], ChainKey(7, 0, chain), schedule)
+        requests = [r for call, _ in calls for r in call]
+        results = [r for _, call in calls for r in call]
+        assert requests and all(r.stop_at_eos for r in requests), baseline.name
+        lengths = [len(r.tokens) for r in results]
+        assert any(length < r.num_new_tokens for r, length in zip(requests, lengths, strict=True)), baseline.name
+        for request, result in zip(requests, results, strict=True):
+            tokens = result.tokens.tolist()
+            assert EOS not in tokens[:-1] and (tokens[-1] == EOS or len(tokens) == request.num_new_tokens)
+        assert engine.stats.generated_tokens - before == sum(lengths), baseline.name

@@ -14,7 +14,10 @@ MH samplers.
   It needs more than one block (``block_size`` < ``max_new_tokens``) to ever resample.
 
 Unlike the MH chains (fixed horizon), the baselines stop a sample at its first EOS, as the
-paper's baselines do: tokens after it are dropped from the state, from scores and weights.
+paper's baselines do: their requests set ``stop_at_eos``, so the engine stops decoding
+there (call time, KV usage and generated tokens are those of the answers actually
+produced), and tokens after an EOS, if an engine returns any, are dropped from the state,
+from scores and weights.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ class BestOfN:
         """All N candidates in one model call; the state is the best candidate."""
         prefix = tuple(int(t) for t in prompt_ids)
         requests = [
-            SuffixRequest(prefix, schedule.max_new_tokens, self.tau, seed)
+            SuffixRequest(prefix, schedule.max_new_tokens, self.tau, seed, stop_at_eos=True)
             for seed in seeds(stream(key, BEST_OF_N_STREAM), self.num_samples)
         ]
         candidates = [state_until_eos(r, engine.eos_token_ids) for r in engine.generate(requests)]

@@ -27,9 +27,11 @@ class LowTemperature:
     def sample(
         self, engine: Engine, prompt_ids: Sequence[int], key: ChainKey, schedule: BlockSchedule
     ) -> tuple[ChainState, BaselineTrace]:
-        """One request of ``max_new_tokens`` at tau: one model call."""
+        """One request of up to ``max_new_tokens`` at tau (stopped at EOS): one model call."""
         (seed,) = seeds(stream(key, LOWTEMP_STREAM), 1)
-        request = SuffixRequest(tuple(int(t) for t in prompt_ids), schedule.max_new_tokens, self.tau, seed)
+        request = SuffixRequest(
+            tuple(int(t) for t in prompt_ids), schedule.max_new_tokens, self.tau, seed, stop_at_eos=True
+        )
         (result,) = engine.generate([request])
         state = state_until_eos(result, engine.eos_token_ids)
         return state, BaselineTrace(rounds=1, info={"generated_tokens": int(result.tokens.shape[0])})

@@ -131,7 +131,11 @@ class PowerSMC:
             live = [i for i in range(count) if not finished[i]]
             requests = [
                 SuffixRequest(
-                    prefix + tuple(int(t) for t in particles[i].tokens), schedule.block_size, self.tau, block_seeds[i]
+                    prefix + tuple(int(t) for t in particles[i].tokens),
+                    schedule.block_size,
+                    self.tau,
+                    block_seeds[i],
+                    stop_at_eos=True,
                 )
                 for i in live
             ]

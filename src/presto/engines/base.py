@@ -10,6 +10,13 @@ must make the sampled tokens a function of (prefix, temperature, seed) alone, ne
 the batch the request shares, because that is what lets a prefetched proposal equal the
 one the sequential chain would have drawn.
 
+Generation runs to the full ``num_new_tokens`` (the MH samplers' fixed horizon: EOS does
+not stop it) unless the request sets ``stop_at_eos``: then it stops right after the first
+token in the engine's :attr:`Engine.eos_token_ids`, and the result holds the tokens up to
+and including that EOS, with the same tokens and statistics as the first positions of
+the same request without stopping. The test-time baselines ask for it (they drop
+everything after EOS anyway); the MH samplers never do.
+
 For each sampled token the result carries, all computed from one set of logits:
 
 - ``logp0``: log-probability under the base model (raw logits, temperature 1),
@@ -34,13 +41,19 @@ from presto.config import ConfigError
 
 @dataclass(frozen=True)
 class SuffixRequest:
-    """Generate ``num_new_tokens`` tokens after ``prefix`` at ``temperature`` with ``seed``."""
+    """Generate ``num_new_tokens`` tokens after ``prefix`` at ``temperature`` with ``seed``.
+
+    ``stop_at_eos``: stop after the first EOS (:attr:`Engine.eos_token_ids`), which is
+    returned as the last token; fewer than ``num_new_tokens`` tokens may then come back.
+    An engine without EOS ids generates the full length. Off by default (fixed horizon).
+    """
 
     prefix: tuple[int, ...]
     num_new_tokens: int
     temperature: float
     seed: int
     extra_temperatures: tuple[float, ...] = ()
+    stop_at_eos: bool = False
 
     def __post_init__(self) -> None:
         if self.num_new_tokens < 1:
@@ -51,11 +64,16 @@ class SuffixRequest:
             raise ValueError(f"extra_temperatures must all be > 0, got {self.extra_temperatures}")
         if not 0 <= self.seed < 2**63:
             raise ValueError(f"seed must be in [0, 2**63), got {self.seed}")
+        if not isinstance(self.stop_at_eos, bool):
+            raise ValueError(f"stop_at_eos must be a bool, got {self.stop_at_eos!r}")
 
 
 @dataclass(frozen=True)
 class SuffixResult:
-    """Sampled tokens of one request and their per-token statistics (float64 arrays)."""
+    """Sampled tokens of one request and their per-token statistics (float64 arrays).
+
+    n is the request's ``num_new_tokens``, or fewer when it stopped at an EOS (its last token).
+    """
 
     tokens: np.ndarray  # int64, shape (n,)
     logp0: np.ndarray  # float64, shape (n,)
@@ -66,7 +84,11 @@ class SuffixResult:
 
 @dataclass
 class CallStats:
-    """What the engine spent: model calls, wall time inside them, and requests served."""
+    """What the engine spent: model calls, wall time inside them, and requests served.
+
+    ``generated_tokens`` counts the tokens the distinct requests of each call produced
+    (fewer than they asked for when they stopped at EOS).
+    """
 
     calls: int = 0
     call_time_s: float = 0.0
@@ -118,12 +140,28 @@ class Engine(ABC):
         elapsed = time.perf_counter() - start
         if len(results) != len(distinct):
             raise RuntimeError(f"{self.name} engine returned {len(results)} results for {len(distinct)} requests")
+        for request, result in zip(distinct, results, strict=True):
+            self._check_length(request, result)
         self.stats.calls += 1
         self.stats.call_time_s += elapsed
         self.stats.requests += len(requests)
         self.stats.unique_requests += len(distinct)
-        self.stats.generated_tokens += sum(r.num_new_tokens for r in distinct)
+        self.stats.generated_tokens += sum(int(r.tokens.shape[0]) for r in results)
         return [results[unique[request]] for request in requests]
+
+    def _check_length(self, request: SuffixRequest, result: SuffixResult) -> None:
+        """A result has the full length, or (``stop_at_eos``) stops at its first EOS and nowhere else."""
+        n, length = request.num_new_tokens, int(result.tokens.shape[0])
+        if length == n and not request.stop_at_eos:
+            return
+        eos = self.eos_token_ids
+        hits = np.flatnonzero(np.isin(result.tokens, list(eos))) if eos and request.stop_at_eos else np.zeros(0)
+        expected = int(hits[0]) + 1 if hits.size else n
+        if length != expected:
+            raise RuntimeError(
+                f"{self.name} engine returned {length} tokens for a request of {n}"
+                + (f" that stops at EOS (expected {expected})" if request.stop_at_eos else "")
+            )
 
     @abstractmethod
     def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
@@ -173,7 +211,7 @@ class Engine(ABC):
 
     @property
     def eos_token_ids(self) -> frozenset[int]:
-        """Ids that end a text for graders; generation never stops at them (fixed horizon)."""
+        """Ids that end a text for graders; generation stops at them only for ``stop_at_eos`` requests."""
         return frozenset()
 
     def score(self, prefix: Sequence[int], tokens: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:

@@ -8,6 +8,13 @@ masked out, with RoPE position ids m, m+1, ... — mathematically the cache of S
 Rows leave the batch as they finish (longest suffix first), so a call costs about the
 tokens it generates, not rows x longest.
 
+A ``stop_at_eos`` row that has sampled an EOS is done: its results end at that EOS, and
+the call's decode loop ends as soon as every row still in the batch is done. Until then a
+done row stays in the batch (its further tokens are computed and dropped), so every other
+row sees exactly the batch of the full-length call: results are bit-identical to the
+full-length run up to the EOS in any dtype (dropping it would change the float32 rounding
+of its neighbours, which is why the row is not dropped).
+
 Sampling is per row, from the request's own generator (batch-invariant); statistics are
 computed in float64 from the same logits row (log p0 raw, log q tempered, entropy).
 """
@@ -148,6 +155,10 @@ class HFEngine(ChatText, Engine):
         entropy_out = np.zeros((batch, steps))
         extra = [r.extra_temperatures for r in rows]
         extra_out = [np.zeros((r.num_new_tokens, len(r.extra_temperatures))) for r in rows]
+        # A row's length: its num_new_tokens, or up to its first EOS once a stop_at_eos row samples one.
+        length = [r.num_new_tokens for r in rows]
+        eos = np.asarray(sorted(self._eos), dtype=np.int64)
+        stopping = [r.stop_at_eos and eos.size > 0 for r in rows]
         active = batch
         for step in range(steps):
             uniforms = torch.tensor([g.random() for g in generators[:active]], dtype=torch.float64)
@@ -164,8 +175,11 @@ class HFEngine(ChatText, Engine):
             for row in range(active):
                 for j, t in enumerate(extra[row]):
                     extra_out[row][step, j] = float(torch.log_softmax(logits64[row] / t, dim=-1)[picked[row]])
+            for row in range(active):
+                if stopping[row] and length[row] > step + 1 and tokens[row, step] in eos:
+                    length[row] = step + 1
             still = sum(1 for r in rows[:active] if r.num_new_tokens > step + 1)
-            if still == 0:
+            if not any(length[row] > step + 1 for row in range(still)):
                 break
             if still < active:
                 cache.batch_select_indices(torch.arange(still))
@@ -179,13 +193,13 @@ class HFEngine(ChatText, Engine):
 
         out: list[SuffixResult | None] = [None] * batch
         for row, original in enumerate(order):
-            n = rows[row].num_new_tokens
+            n = length[row]
             out[original] = SuffixResult(
                 tokens[row, :n].copy(),
                 logp0_out[row, :n].copy(),
                 logq_out[row, :n].copy(),
                 entropy_out[row, :n].copy(),
-                extra_out[row],
+                extra_out[row] if n == rows[row].num_new_tokens else extra_out[row][:n].copy(),
             )
         return out  # type: ignore[return-value]
 

@@ -2,7 +2,9 @@
 
 The table is ``{"bos_logits": [V floats], "logits": [[V floats] x V]}``: the first
 generated token has logits ``bos_logits`` and a token after token ``a`` has logits
-``logits[a]``. There is no EOS. Prompts are empty, so a prefix is generated ids only.
+``logits[a]``. There is no EOS (a subclass may name EOS ids through ``eos_token_ids``;
+requests with ``stop_at_eos`` then stop after the first one). Prompts are empty, so a
+prefix is generated ids only.
 Because every probability is known in closed form, the law of any chain on this engine
 can be computed by enumeration, which is what the law tests do.
 """
@@ -59,10 +61,12 @@ class ToyEngine(Engine):
 
     def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
         results = []
+        eos = self.eos_token_ids
         for request in requests:
             stats = TokenStats(request.num_new_tokens, len(request.extra_temperatures))
             rng = request_generator(request.seed)
             previous = request.prefix[-1] if request.prefix else None
+            length = request.num_new_tokens
             for position in range(request.num_new_tokens):
                 previous = stats.draw(
                     position,
@@ -71,7 +75,18 @@ class ToyEngine(Engine):
                     request.extra_temperatures,
                     rng.random(),
                 )
-            results.append(stats.result())
+                if request.stop_at_eos and previous in eos:
+                    length = position + 1
+                    break
+            results.append(
+                SuffixResult(
+                    stats.tokens[:length],
+                    stats.logp0[:length],
+                    stats.logq[:length],
+                    stats.entropy[:length],
+                    stats.logq_extra[:length],
+                )
+            )
         return results
 
     def score(self, prefix, tokens):

@@ -4,7 +4,15 @@ Every request of a call becomes one token-id prompt with its own ``SamplingParam
 (temperature τ, ``max_tokens``, ``ignore_eos``, the request's seed). vLLM samples each
 seeded request from its own generator, so a token depends on (prefix, τ, seed), not on
 the batch; with ``batch_invariant`` (default on the CPU) so are its logits, bit for bit
-(:mod:`presto.engines.vllm_batch_invariance`). Statistics come from one pass:
+(:mod:`presto.engines.vllm_batch_invariance`).
+
+``ignore_eos`` is always on, so vLLM's own EOS never ends a request. A ``stop_at_eos``
+request passes the engine's :attr:`eos_token_ids` as ``stop_token_ids`` instead, which
+vLLM checks whatever ``ignore_eos`` says (``check_stop`` in
+``vllm/v1/core/sched/utils.py``): it stops on exactly the ids the baselines and graders
+cut at, and returns that EOS as its last token.
+
+Statistics come from one pass:
 
 - log p0 of the sampled token: vLLM's default ``raw_logprobs`` with ``logprobs=0``;
 - log q at τ and at extra temperatures, and the entropy of p0: from
@@ -307,6 +315,7 @@ class VLLMEngine(ChatText, Engine):
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
         self._eos = eos_ids(self.tokenizer, generation_eos(str(self.model_dir)))
+        self._vocab_size = int(self._llm.llm_engine.model_config.get_vocab_size())
 
     def _warm_up(self) -> None:
         """A small call shaped like a real one, so one-time setup is not charged to the first model call.
@@ -367,6 +376,7 @@ class VLLMEngine(ChatText, Engine):
                     temperature=request.temperature,
                     max_tokens=request.num_new_tokens,
                     ignore_eos=True,
+                    stop_token_ids=self.stop_token_ids(request),
                     seed=vllm_seed(request.seed),
                     logprobs=-1 if self.exact_logprobs else 0,
                     detokenize=False,
@@ -385,27 +395,41 @@ class VLLMEngine(ChatText, Engine):
             for key in keys:
                 self._recorder.pop(key)
 
+    def stop_token_ids(self, request: SuffixRequest) -> list[int] | None:
+        """``SamplingParams.stop_token_ids`` of a request: the EOS ids when it stops at EOS, else none.
+
+        vLLM refuses stop ids outside the logits' width; such an id is never sampled anyway.
+        """
+        if not request.stop_at_eos:
+            return None
+        return sorted(t for t in self._eos if 0 <= t < self._vocab_size) or None
+
     def _result(self, request: SuffixRequest, completion: Any, record: Any) -> SuffixResult:
         tokens = np.asarray(completion.token_ids, dtype=np.int64)
-        n = request.num_new_tokens
-        if len(tokens) != n:
-            raise RuntimeError(f"vLLM returned {len(tokens)} tokens for a request of {n}")
+        n = len(tokens)
+        stopped = request.stop_at_eos and 0 < n < request.num_new_tokens and int(tokens[-1]) in self._eos
+        if n != request.num_new_tokens and not stopped:
+            raise RuntimeError(f"vLLM returned {n} tokens for a request of {request.num_new_tokens}")
         temperatures = (request.temperature, *request.extra_temperatures)
         if self.exact_logprobs:
             logq_all, entropy = _exact_statistics(completion.logprobs, tokens, temperatures)
             logp0 = _exact_statistics(completion.logprobs, tokens, (1.0,))[0][:, 0]
         else:
-            if record is None or len(record.lse1) != n:
-                got = "no record" if record is None else f"{len(record.lse1)} rows"
-                raise RuntimeError(f"presto's vLLM logits recorder saw {got} for a request of {n} tokens")
+            # With async scheduling a request that stopped at EOS may be scheduled (and seen
+            # by the recorder) for one more step before its EOS is known; rows are appended
+            # in step order, so its first n rows are those of the returned tokens.
+            rows = 0 if record is None else len(record.lse1)
+            if record is None or not (rows == n or (stopped and rows > n)):
+                got = "no record" if record is None else f"{rows} rows"
+                raise RuntimeError(f"presto's vLLM logits recorder saw {got} for {n} returned tokens")
             logp0 = np.array([completion.logprobs[j][int(t)].logprob for j, t in enumerate(tokens)], dtype=np.float64)
-            lse1 = np.asarray(record.lse1, dtype=np.float64)
-            lse_t = np.asarray(record.lse_t, dtype=np.float64).reshape(n, len(temperatures))
+            lse1 = np.asarray(record.lse1[:n], dtype=np.float64)
+            lse_t = np.asarray(record.lse_t[:n], dtype=np.float64).reshape(n, len(temperatures))
             logit = logp0 + lse1  # the raw logit z of the sampled token
             t = np.asarray(temperatures, dtype=np.float64)
             logq_all = logit[:, None] / t[None, :] - lse_t
             logq_all[:, t == 1.0] = logp0[:, None]  # exact where no rescaling happens
-            entropy = np.asarray(record.entropy, dtype=np.float64)
+            entropy = np.asarray(record.entropy[:n], dtype=np.float64)
         return SuffixResult(tokens, logp0, logq_all[:, 0].copy(), entropy, logq_all[:, 1:].copy())
 
     def score(self, prefix: Sequence[int], tokens: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
