@@ -130,6 +130,43 @@ def test_sigterm_is_an_interrupt_that_keeps_finished_chains(toy_table, tmp_path)
     assert "terminated" in stderr and "run.resume=true" in stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert 1 <= summary["chains"] == len(read_chains(run_dir)) < 100
+    assert summary["complete"] is False and summary["expected_chains"] == 100
+
+
+def test_sigint_stops_a_run_started_in_the_background_and_resume_completes_it(toy_table, tmp_path):
+    """A shell script's background job inherits SIGINT ignored; kill -INT must still stop the run."""
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    from tests.conftest import MAIN
+
+    run_dir = tmp_path / "run"
+    args = toy_args(toy_table, run_dir, "run.chains_per_prompt=3", "run.progress=false", steps=300)
+    process = subprocess.Popen(
+        [sys.executable, str(MAIN), *args],
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd="/",
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
+    )
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not (
+        (run_dir / "chains.jsonl").exists() and (run_dir / "chains.jsonl").read_text().strip()
+    ):
+        time.sleep(0.1)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 130, stderr
+    interrupted = json.loads((run_dir / "summary.json").read_text())
+    assert interrupted["complete"] is False and interrupted["chains"] < interrupted["expected_chains"] == 6
+    resumed = run_cli(*args, "run.resume=true")
+    assert resumed.returncode == 0, resumed.stderr
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["complete"] is True and summary["chains"] == summary["expected_chains"] == 6
+    # Both sessions' engine calls, and those of the chain the interrupt cut short (not in chains.jsonl).
+    assert summary["engine_calls"] > interrupted["engine_calls"] and summary["engine_calls"] >= summary["model_calls"]
 
 
 def test_multirun_sweeps_budgets(toy_table, tmp_path):
@@ -331,3 +368,26 @@ def test_a_slurm_sweep_off_a_cluster_is_one_line(toy_table, tmp_path):
     assert result.returncode == 2 and "Traceback" not in result.stderr
     assert result.stderr.startswith("error: launcher=slurm needs Slurm (no srun on PATH)"), result.stderr
     assert not sweep_dir.exists()
+
+
+def test_a_resumed_run_merges_the_engine_counters_of_both_sessions():
+    from presto.runner.run import merge_engine_metrics
+
+    earlier = {"prefix_cached_tokens": 300.0, "prefix_missed_tokens": 100.0, "peak_kv_usage": 0.5, "engine_calls": 3}
+    now = {"prefix_cached_tokens": 100.0, "prefix_missed_tokens": 100.0, "peak_kv_usage": 0.25, "kv_cache_tokens": 9.0}
+    merged = merge_engine_metrics(earlier, {**now, "prefix_cache_hit_rate": 0.5}, calls=1)
+    assert merged["prefix_cached_tokens"] == 400 and merged["prefix_missed_tokens"] == 200
+    assert merged["prefix_cached_tokens_per_call"] == 100 and merged["prefix_missed_tokens_per_call"] == 50
+    assert merged["prefix_cache_hit_rate"] == 400 / 600 and merged["peak_kv_usage"] == 0.5
+    assert merged["engine_calls"] == 4 and merged["kv_cache_tokens"] == 9.0
+    assert merge_engine_metrics({}, {}, calls=2) == {"engine_calls": 2}  # engines without counters
+
+
+def test_a_predictive_run_names_its_predictor_as_trees_jsonl_does(toy_table, tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli(*toy_args(toy_table, run_dir, "traversal=predictive"))
+    assert result.returncode == 0, result.stderr
+    trees = [json.loads(line) for line in (run_dir / "trees.jsonl").read_text().splitlines()]
+    fingerprint = trees[0]["plan"]["predictor"]
+    notices = [line for line in result.stderr.splitlines() if line.startswith("notice: planning with predictor ")]
+    assert len(notices) == 1 and notices[0].endswith(f"(fingerprint {fingerprint})"), result.stderr

@@ -277,7 +277,7 @@ def test_cost_model_recovers_a_linear_law_and_leans_on_decode_steps_when_it_cann
     assert blind.predict(np.array([600]), np.array([64]))[0] == pytest.approx(1.6, rel=0.05)
 
 
-def test_hot_load_switches_between_rounds_and_survives_a_corrupted_file(tmp_path, predictors):
+def test_hot_load_switches_between_rounds_and_survives_a_corrupted_file(tmp_path, predictors, capsys):
     path = tmp_path / "live.ckpt"
     path.write_bytes(Path(predictors["rejecting"]).read_bytes())
     fingerprints = {name: load_predictor(p).fingerprint for name, p in predictors.items()}
@@ -310,6 +310,10 @@ def test_hot_load_switches_between_rounds_and_survives_a_corrupted_file(tmp_path
     assert used[6:] == [fingerprints["sloped"]] * (len(used) - 6)
     assert h_root[1] < 0.01 and h_root[2] > 0.99  # the new predictor is the one that planned
     assert traversal.predictor.swaps == 2
+    notices = [line for line in capsys.readouterr().err.splitlines() if line.startswith("notice: reloaded")]
+    assert notices == [
+        f"notice: reloaded predictor {path} (fingerprint {fingerprints[name]})" for name in ("accepting", "sloped")
+    ]
 
 
 def test_from_options_checks_keys_and_checkpoints(tmp_path):

@@ -248,7 +248,11 @@ _TERMINATED = "SIGTERM"
 
 
 def _terminate_like_interrupt() -> None:
-    """Treat SIGTERM (Slurm's time limit, ``kill``) as Ctrl-C, so the summary is written and the engine closed."""
+    """Treat SIGTERM (Slurm's time limit, ``kill``) as Ctrl-C, so the summary is written and the engine closed.
+
+    SIGINT gets Python's own handler back: a job started in the background by a shell script
+    inherits SIGINT ignored, and ``kill -INT`` (or ``timeout -s INT``) would then do nothing.
+    """
     import signal
     import threading
 
@@ -259,6 +263,7 @@ def _terminate_like_interrupt() -> None:
         raise KeyboardInterrupt(_TERMINATED)
 
     signal.signal(signal.SIGTERM, interrupt)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def execute(cfg: DictConfig) -> float | None:

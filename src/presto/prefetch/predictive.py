@@ -48,6 +48,7 @@ deferred node anyway (the next call resumes there with the same random inputs).
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
 from pathlib import Path
@@ -246,7 +247,11 @@ class PredictiveTraversal(Traversal):
 
     def current_predictor(self) -> Predictor | None:
         if isinstance(self.predictor, HotPredictor):
-            return self.predictor.current()  # between rounds: a replaced checkpoint is picked up here
+            swaps = self.predictor.swaps
+            predictor = self.predictor.current()  # between rounds: a replaced checkpoint is picked up here
+            if self.predictor.swaps != swaps:  # say so: trees.jsonl's plans name it by fingerprint from here on
+                print(f"notice: reloaded {describe_predictor(predictor)}", file=sys.stderr)
+            return predictor
         return self.predictor
 
     def branch_function(self, root: ChainState, predictor: Predictor | None) -> Callable[..., np.ndarray]:
@@ -322,3 +327,8 @@ class PredictiveTraversal(Traversal):
         info["depths"] = count
         self.last_plan = info
         return {d: cuts[d] for d in range(count)}
+
+
+def describe_predictor(predictor: Predictor) -> str:
+    """One line naming a predictor as runs log it: its file and the fingerprint trees.jsonl's plans carry."""
+    return f"predictor {predictor.path} (fingerprint {predictor.fingerprint})"

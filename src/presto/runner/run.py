@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Collection, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,7 +77,21 @@ def make_stepper(settings: RunSettings, traversal: Traversal | None, on_round) -
     return PrefetchStepper(traversal, settings.n_pf, on_round, settings.max_logged_nodes)
 
 
-def summarize(settings: RunSettings, records: list[dict[str, Any]], engine: Engine, wall_time_s: float):
+def summarize(
+    settings: RunSettings,
+    records: list[dict[str, Any]],
+    engine: Engine,
+    wall_time_s: float,
+    expected: Collection[tuple[str, int]] = (),
+    previous: dict[str, Any] | None = None,
+):
+    """summary.json: figures over every chain of the run, including those of earlier sessions.
+
+    ``expected``: the (prompt_id, chain) pairs the run is to produce; ``complete`` says
+    whether all of them finished (an interrupted run's summary is not one of a whole run).
+    ``previous``: the summary an interrupted session wrote; the engine's counters cover
+    only this process, so they are merged with the earlier ones (sums, maxima, rates).
+    """
     calls = sum(r["model_calls"] for r in records)
     call_time = sum(r["call_time_s"] for r in records)
     transitions = sum(r["transitions"] for r in records)
@@ -110,13 +124,36 @@ def summarize(settings: RunSettings, records: list[dict[str, Any]], engine: Engi
         "graded": len(graded),
         "ungraded": len(records) - len(graded),
         "accuracy": float(np.mean(graded)) if graded else None,
+        "expected_chains": len(expected),
+        "complete": set(expected) <= {(r["prompt_id"], r["chain"]) for r in records},
     }
     for key in ("loglik_rescored", "confidence_rescored"):
         values = [r[key] for r in records if r.get(key) is not None]
         if values:
             summary[f"{key}_mean"] = float(np.mean(values))
-    summary.update(engine.metrics())
+    summary.update(merge_engine_metrics(previous or {}, engine.metrics(), engine.stats.calls))
     return summary
+
+
+def merge_engine_metrics(previous: dict[str, Any], current: dict[str, float], calls: int) -> dict[str, float]:
+    """This process's engine counters joined with an earlier session's (from its summary.json).
+
+    Token counts add up, peaks take the maximum, and per-call figures and the hit rate are
+    recomputed from the totals (the earlier session made ``previous["engine_calls"]`` calls).
+    """
+    earlier_calls = int(previous.get("engine_calls") or 0)
+    merged = dict(current)
+    for key in ("prefix_cached_tokens", "prefix_missed_tokens"):
+        if key in current:
+            merged[key] = current[key] + float(previous.get(key) or 0.0)
+            merged[f"{key}_per_call"] = merged[key] / max(1, calls + earlier_calls)
+    if "peak_kv_usage" in current:
+        merged["peak_kv_usage"] = max(current["peak_kv_usage"], float(previous.get("peak_kv_usage") or 0.0))
+    looked_up = merged.get("prefix_cached_tokens", 0.0) + merged.get("prefix_missed_tokens", 0.0)
+    if "prefix_cached_tokens" in merged and looked_up > 0:
+        merged["prefix_cache_hit_rate"] = merged["prefix_cached_tokens"] / looked_up
+    merged["engine_calls"] = calls + earlier_calls
+    return merged
 
 
 @contextlib.contextmanager
@@ -324,19 +361,22 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         raise
     if traversal is not None and isinstance(kernel, Kernel):
         warn_if_not_exact(engine)
+    announce_predictor(traversal)
     writer = RunWriter(run_dir, settings.resume)
     logger = build_logger(
         OmegaConf.to_container(cfg.logger, resolve=True) if "logger" in cfg else None,
         OmegaConf.to_container(cfg, resolve=True),
         run_dir,
     )
-    previous_summary_time = 0.0
+    previous_summary: dict[str, Any] = {}
     if settings.resume and writer.summary_path.exists():
-        previous_summary_time = float(json.loads(writer.summary_path.read_text()).get("wall_time_s") or 0.0)
+        previous_summary = json.loads(writer.summary_path.read_text())
+    previous_summary_time = float(previous_summary.get("wall_time_s") or 0.0)
     (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
     records = list(writer.previous)
     done = writer.finished()
+    expected = [(problem.problem_id, chain) for problem in problems for chain in range(settings.chains_per_prompt)]
     jobs = [
         (problem, chain)
         for problem in problems
@@ -344,7 +384,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         if (problem.problem_id, chain) not in done
     ]
     start = time.perf_counter()
-    progress = _progress(len(jobs), settings.progress)
+    progress = _progress(len(expected), len(expected) - len(jobs), settings.progress)
     try:
         for problem, chain in jobs:
             round_counter = iter(range(10**9))
@@ -377,7 +417,8 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
                 )
     finally:
         progress.close()
-        summary = summarize(settings, records, engine, previous_summary_time + time.perf_counter() - start)
+        wall_time = previous_summary_time + time.perf_counter() - start
+        summary = summarize(settings, records, engine, wall_time, expected, previous_summary)
         writer.write_summary(summary)
         writer.close()
         engine.close()
@@ -386,7 +427,18 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     return summary
 
 
-def _progress(total: int, enabled: bool):
+def announce_predictor(traversal: Traversal | None) -> None:
+    """Name the predictor a predictive run plans with (trees.jsonl names it only by fingerprint)."""
+    current = getattr(traversal, "current_predictor", None)
+    predictor = current() if current is not None else None
+    if predictor is not None:
+        from presto.prefetch.predictive import describe_predictor
+
+        print(f"notice: planning with {describe_predictor(predictor)}", file=sys.stderr)
+
+
+def _progress(total: int, done: int, enabled: bool):
+    """Chains of the whole run; a resumed run starts at the chains it already has."""
     from tqdm import tqdm
 
-    return tqdm(total=total, desc="chains", unit="chain", disable=not enabled, dynamic_ncols=True)
+    return tqdm(total=total, initial=done, desc="chains", unit="chain", disable=not enabled, dynamic_ncols=True)
