@@ -72,6 +72,9 @@ if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "0":
     )
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
 os.environ.setdefault("OMP_NUM_THREADS", str(usable_cores()))
+# vLLM's periodic throughput lines (every 10 s while stats are on, which the cache counters
+# need) would break the progress bar; summary.json holds the run's cache figures instead.
+os.environ.setdefault("VLLM_LOG_STATS_INTERVAL", "1e9")
 _THREAD_WARNING_SHOWN = False
 
 INSTALL_HINT = (
