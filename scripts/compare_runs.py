@@ -8,13 +8,17 @@ Chains pair up by (prompt_id, chain); runs made with one seed are seed-matched. 
 runs of a pair must share their setting (engine, model, dataset, sampler options; the
 traversal, budget and seed may differ): otherwise it stops naming what differs, unless
 --allow-different-settings. For each pair it prints the speedup (mean summed model-call
-time of A over B, the paper's eq. 20), the reduction in model calls and the increase in
-time per call (speedup = reduction / increase), transitions per call, and a paired TOST
-of B - A for token-normalized
-log-likelihood and confidence at a margin of 0.2 baseline SDs (p_eq = larger one-sided p),
-per prompt (its chains averaged) as in the paper, or per chain with --unit chain.
-With several pairs, a fixed-effect pooled TOST per statistic follows. Exit status 0;
-bad input is one `error:` line and exit status 2.
+time of A over B, the paper's eq. 20), the increase in time per call (ratio of the mean of
+each chain's time per call) and the reduction in model calls (speedup x increase, which
+can differ from the plain calls A/B printed beside it), transitions per call, and a paired
+TOST of B - A for token-normalized log-likelihood and confidence at a margin of 0.2
+baseline SDs (p_eq = larger one-sided p), per prompt (its chains averaged) as in the
+paper, or per chain with --unit chain.
+With several pairs, a fixed-effect pooled TOST per statistic follows. A run that did not
+finish every chain it was configured for (summary.json's complete, or for older runs
+config.yaml's prompts x chains) is one `warning:` line on stderr, and a pair that holds
+fewer chains than a run configured is noted under the table. Exit status 0; bad input is
+one `error:` line and exit status 2.
 """
 
 from __future__ import annotations
@@ -78,6 +82,12 @@ def main(argv: list[str]) -> int:
         if not any(stat in record for run in runs for record in run.chains):
             known = sorted({k for run in runs for r in run.chains for k, v in r.items() if isinstance(v, int | float)})
             return fail(f"--stats {stat}: no chain of the given runs records it (they record {', '.join(known)})")
+    warned: set[Path] = set()
+    for run in runs:
+        note = run.incomplete_note()
+        if note and run.path.resolve() not in warned:  # a run given twice is warned about once
+            warned.add(run.path.resolve())
+            print(f"warning: {note}", file=sys.stderr, flush=True)
     comparisons = []
     for baseline, variant in zip(runs[::2], runs[1::2], strict=True):
         try:

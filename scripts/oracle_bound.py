@@ -6,8 +6,10 @@
 Every round of trees.jsonl is a root state with its candidate tree: the feasible nodes
 (Condition 1, checked on tokens) with the true acceptance probability A of each, known
 after the fact. For each budget N_pf the script computes, averaged over rounds, the
-EXPECTED number of transitions one call realizes when the walk follows the true A (Lemma 1
-with h = A), for these allocations:
+EXPECTED number of transitions one prefetch round (one call) realizes when the walk follows
+the true A (Lemma 1 with h = A), for these allocations. Beside them it prints what the
+logged run realized per round; that is above the run's summary transitions_per_call, which
+also counts each block's extension call.
 
   node-level model (the paper: one request per tree node, N_pf nodes per call)
     bfs-paper     breadth-first, spending requests below deferred nodes as the paper's BFS does
@@ -67,7 +69,7 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (or trees.jsonl files)")
     parser.add_argument("--n-pf", type=int, nargs="+", default=[1, 2, 4, 8, 12, 16, 20])
     parser.add_argument("--predictor", default="default", help="checkpoint for the predictive row (default: shipped)")
-    parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
+    parser.add_argument("--out", type=Path, default=None, help="also write the replay's results to this JSON file")
     return parser.parse_args(argv)
 
 
@@ -217,15 +219,16 @@ def replay_rounds(records: Iterable[dict[str, Any]], n_pf: list[int], predictor)
         "rounds": rounds,
         "rounds_with_truncated_logs": truncated,
         "rounds_with_fewer_logged_depths_than_max_n_pf": short,
-        "realized_transitions_per_call_in_the_logged_run": realized / rounds,
+        "realized_transitions_per_round_in_the_logged_run": realized / rounds,
         "rows": rows,
     }
 
 
 def print_table(result: dict[str, Any], n_pf: list[int]) -> None:
     print(
-        f"{result['rounds']} logged rounds; expected transitions per call with the true A "
-        f"(logged run realized {result['realized_transitions_per_call_in_the_logged_run']:.2f} per call)"
+        f"{result['rounds']} logged rounds; expected transitions per prefetch round (one call each) with the "
+        f"true A (logged run realized {result['realized_transitions_per_round_in_the_logged_run']:.2f} per round; "
+        "its summary's transitions_per_call also counts each block's extension call)"
     )
     header = f"{'method':<12}{'request model':<16}" + "".join(f"{'N=' + str(n):>8}" for n in n_pf)
     print(header)
@@ -242,8 +245,9 @@ def print_table(result: dict[str, Any], n_pf: list[int]) -> None:
         print(f"  {name:<11} [{model}] {meaning}")
     if result["rounds_with_truncated_logs"]:
         print(
-            f"note: {result['rounds_with_truncated_logs']} rounds have candidate nodes missing from the log "
-            "(raise run.max_logged_nodes); they count as unavailable, lowering every row but bfs-paper's waste"
+            f"warning: {result['rounds_with_truncated_logs']} rounds have candidate nodes missing from the log "
+            "(capped by run.max_logged_nodes); they count as unavailable, lowering every row but bfs-paper's "
+            "waste; rerun with a larger run.max_logged_nodes (e.g. run.max_logged_nodes=1024) for a full replay"
         )
     if result["rounds_with_fewer_logged_depths_than_max_n_pf"]:
         print(
@@ -291,7 +295,7 @@ def main(argv: list[str]) -> int:
             args.out.write_text(json.dumps(result, indent=2) + "\n")
         except OSError as err:
             return fail(f"--out {args.out}: cannot write it ({err.strerror or err}); the table above is complete")
-        print(f"figures written to {args.out}")
+        print(f"replay written to {args.out} (JSON)")
     return 0
 
 

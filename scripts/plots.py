@@ -5,7 +5,8 @@
 
 A directory that holds no summary.json itself is searched for run directories below it
 (a Hydra multirun directory). The speedup scatter needs a sequential run and PreSTO runs
-of the same setting among them. Prints the paths of the PNG files written.
+of the same setting among them; when there are both but no such pair, a notice on stderr
+says why. Prints the paths of the PNG files written.
 
 DIR then shows these runs only: figures that an earlier invocation wrote there (listed in
 DIR/.presto-plots.json) and that this one does not write again are removed. Other files in

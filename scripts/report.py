@@ -6,7 +6,10 @@
 Every directory below the arguments that holds a summary.json is a run. PreSTO runs are
 compared with the sequential run of the same setting (same sampler, alpha, tau, n, B, K,
 prompts, engine, model, dataset) when one is among them: speedup and its decomposition,
-and a paired TOST on log-likelihood and confidence. Prints the report's path.
+and a paired TOST on log-likelihood and confidence. Settings whose headings would read
+alike name the keys that tell them apart; a PreSTO run without a sequential run of its
+setting names the keys in which the nearest sequential run differs. Runs that did not
+finish every configured chain are listed at the top. Prints the report's path.
 """
 
 from __future__ import annotations

@@ -37,8 +37,29 @@ def test_replay_orders_the_allocations_as_the_theory_says(toy_table, tmp_path):
         assert value[("shared-bfs", n_pf)] <= n_pf
     assert value[("oracle", 5)] > value[("oracle", 1)]
     # The logged walk decided between one and N_pf transitions per round.
-    assert 1.0 <= result["realized_transitions_per_call_in_the_logged_run"] <= 5.0
+    assert 1.0 <= result["realized_transitions_per_round_in_the_logged_run"] <= 5.0
     assert "shared-bfs" in done.stdout
+
+
+def test_the_logged_run_is_told_per_round_and_truncated_logs_say_how_to_rerun(toy_table, tmp_path):
+    """The realized figure is per prefetch round: the summary's transitions_per_call also counts
+    each block's extension call, so it is lower. A capped log names the option to raise."""
+    run_dir = tmp_path / "run"
+    done = run_cli(*toy_args(toy_table, run_dir, "traversal=bfs", "budget.n_pf=5", "run.max_logged_nodes=3", steps=12))
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = tmp_path / "oracle.json"
+    done = run_script(str(run_dir), "--n-pf", "5", "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads(out.read_text())
+    assert "realized_transitions_per_call_in_the_logged_run" not in result
+    per_round = result["realized_transitions_per_round_in_the_logged_run"]
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert per_round > summary["transitions_per_call"]
+    assert f"logged run realized {per_round:.2f} per round" in done.stdout and "per call)" not in done.stdout
+    assert result["rounds_with_truncated_logs"] > 0
+    warning = next(line for line in done.stdout.splitlines() if "missing from the log" in line)
+    assert warning.startswith("warning: ") and "rerun with a larger run.max_logged_nodes" in warning
+    assert f"replay written to {out} (JSON)" in done.stdout and "figures written" not in done.stdout
 
 
 def test_missing_or_empty_runs_are_one_line_errors(tmp_path):

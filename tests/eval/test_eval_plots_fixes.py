@@ -143,7 +143,7 @@ def test_a_truncated_chain_says_how_many_rounds_it_shows(runs, monkeypatch, tmp_
 def test_out_dir_keeps_only_this_invocations_figures(runs, tmp_path):
     out = tmp_path / "figures"
     everything = make_plots([load_run(runs / n) for n in ("a_seq", "b_bfs6")], out)
-    assert {"subtrees_01_powermh_bfs_6.png", "speedup_scatter.png", "epsilon_certainty.png"} <= {
+    assert {"subtrees_00_powermh_bfs_6.png", "speedup_scatter.png", "epsilon_certainty.png"} <= {
         p.name for p in everything
     }
     (out / "notes.txt").write_text("mine")

@@ -26,13 +26,14 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from presto.eval.runs import RunData, chain_progress, compare, sequential_baseline
+from presto.eval.runs import RunData, chain_progress, compare, nearest_sequential, sequential_baseline
 
 EPSILON = 0.01
 SAMPLED = "#1f77b4"  # blue: the sampled path
@@ -348,6 +349,23 @@ def speedup_points(runs: Sequence[RunData]) -> list[dict[str, Any]]:
     return points
 
 
+def no_scatter_reason(runs: Sequence[RunData]) -> str | None:
+    """Why ``speedup_points`` found no point although there are PreSTO and sequential runs (else None)."""
+    sequential = [r for r in runs if r.is_sequential]
+    presto = [r for r in runs if not r.is_sequential and r.summary.get("traversal") not in (None, "none")]
+    if not sequential or not presto:
+        return None
+    if not any(sequential_baseline(r, runs) is not None for r in presto):
+        near = [(r, nearest_sequential(r, runs)) for r in presto]
+        near = [(r, n) for r, n in near if n is not None]
+        reason = "no PreSTO run shares its setting with a sequential run"
+        if near:
+            run, (baseline, differences) = min(near, key=lambda item: len(item[1][1]))
+            reason += f" ({run.label} {run.path} and {baseline.path} differ in {'; '.join(differences)})"
+        return reason + "; the scatter needs both of one setting"
+    return "no PreSTO run pairs chains with its sequential run (no shared prompt_id and chain, or no model calls)"
+
+
 def plot_speedup_scatter(points: Sequence[Mapping[str, Any]], path: Path) -> Path | None:
     """Reduction in calls (x) against increase in time per call (y, reversed), log axes (Figure 1).
 
@@ -538,10 +556,9 @@ def make_plots(runs: Sequence[RunData], out_dir: Path, *, max_tree_panels: int =
     finished = False
     try:
         labels = run_labels(runs)
-        for i, (run, label) in enumerate(zip(runs, labels, strict=True)):
+        with_trees = [(run, label) for run, label in zip(runs, labels, strict=True) if run.trees_by_chain]
+        for i, (run, label) in enumerate(with_trees):  # numbered among the runs that have trees
             by_chain = run.trees_by_chain
-            if not by_chain:
-                continue
             first = sorted(by_chain)[0]
             name = f"subtrees_{i:02d}_{slug(run.label)}.png"
             title = f"{label}: prefetched subtrees of {first[0]} chain {first[1]}"
@@ -560,6 +577,10 @@ def make_plots(runs: Sequence[RunData], out_dir: Path, *, max_tree_panels: int =
         scatter = plot_speedup_scatter(speedup_points(runs), out_dir / "speedup_scatter.png")
         if scatter is not None:
             written.append(scatter)
+        else:
+            reason = no_scatter_reason(runs)
+            if reason:
+                print(f"notice: no speedup scatter: {reason}", file=sys.stderr)
         finished = True
     finally:
         now = {p.name for p in written}

@@ -14,8 +14,32 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from presto.eval.runs import QUALITY_STATS, Comparison, RunData, compare, pool, sequential_baseline
+from presto.eval.runs import (
+    QUALITY_STATS,
+    Comparison,
+    RunData,
+    compare,
+    nearest_sequential,
+    pairing_note,
+    pool,
+    sequential_baseline,
+)
 from presto.eval.tost import DEFAULT_LEVEL, DEFAULT_MARGIN_SD, PooledResult, interval_percent
+
+# The paper's eq. (20) and its decomposition, in one line each for compare_runs and the report:
+# users read "call reduction" as the plain ratio of calls and the increase as the ratio of the
+# runs' pooled time per call; both are ratios of per-chain means instead.
+SPEEDUP_DEFINITION = (
+    "speedup = mean call time per chain, A / B (eq. 20); time/call increase = mean of each chain's "
+    "time per call, B / A (not a ratio of pooled time_per_call_s); call reduction = speedup × increase, "
+    "so it can differ from the plain ratio of mean calls (calls A/B)."
+)
+REPORT_SPEEDUP_DEFINITION = (
+    "Speedup = the sequential run's mean summed model-call time per chain / this run's (eq. 20); "
+    "time/call increase = mean of each chain's time per call, this run's / the sequential's (not the "
+    "ratio of the time/call column, which pools all calls); call reduction = speedup × increase, so it "
+    "can differ from the plain ratio of mean calls, shown beside it (calls seq/run)."
+)
 
 
 def _fmt(value: Any, digits: int = 4) -> str:
@@ -120,8 +144,12 @@ def comparison_lines(
         ),
         rows,
     )
+    lines += ["", SPEEDUP_DEFINITION]
     notes = []
     for c in comparisons:
+        short = pairing_note(c)
+        if short:
+            notes.append(f"- note: {short}")
         if any(c.unpaired):
             notes.append(
                 f"- note: {c.unpaired[0]} chains of {c.baseline.path} and {c.unpaired[1]} of {c.variant.path} "
@@ -144,6 +172,24 @@ def comparison_lines(
     return lines
 
 
+def _setting_titles(groups: Sequence[Sequence[RunData]], max_keys: int = 4) -> list[str]:
+    """One heading per setting; settings whose headings would read alike name the keys that differ."""
+    titles = [_setting_title(g[0]) for g in groups]
+    alike: dict[str, list[int]] = {}
+    for i, title in enumerate(titles):
+        alike.setdefault(title, []).append(i)
+    for members in alike.values():
+        if len(members) < 2:
+            continue
+        values = {i: groups[i][0].setting_values() for i in members}
+        keys = sorted(k for k in set().union(*values.values()) if len({repr(v.get(k)) for v in values.values()}) > 1)
+        for i in members:
+            shown = [f"{k.removeprefix('summary.')}={values[i].get(k)!r}" for k in keys[:max_keys]]
+            shown += ["…"] if len(keys) > max_keys else []
+            titles[i] += f" [{', '.join(shown)}]"
+    return titles
+
+
 def _setting_title(run: RunData) -> str:
     s = run.summary
     where = ", ".join(str(v) for v in (run._select("dataset.name"), run._select("model.path")) if v)
@@ -151,6 +197,14 @@ def _setting_title(run: RunData) -> str:
         f"{s.get('sampler')} — α={_fmt(s.get('alpha'))}, τ={_fmt(s.get('tau'))}, n={s.get('max_new_tokens')}, "
         f"B={s.get('block_size')}, K={s.get('steps')}" + (f" ({where})" if where else "")
     )
+
+
+def _chains(run: RunData) -> Any:
+    """The summary's chain count, as 'H of E (incomplete)' for a run known to be incomplete."""
+    if run.complete is False:
+        expected = run.expected_chains
+        return f"{run.chains_held}{'' if expected is None else f' of {expected}'} (incomplete)"
+    return run.summary.get("chains")
 
 
 def _run_order(run: RunData) -> tuple:
@@ -173,6 +227,9 @@ def build_report(
     out_path = Path(out_path)
     out_path.parent.mkdir(parents=True, exist_ok=True)
     lines = [f"# {title}", "", f"{len(runs)} run directories.", ""]
+    incomplete = [note for note in (run.incomplete_note() for run in runs) if note]
+    if incomplete:
+        lines += ["**Warning: incomplete runs.**", "", *(f"- {note}" for note in incomplete), ""]
     mh_runs = [r for r in runs if r.summary.get("sampler") not in BASELINES]
     baseline_runs = [r for r in runs if r.summary.get("sampler") in BASELINES]
 
@@ -182,14 +239,11 @@ def build_report(
     comparisons: dict[str, list[Comparison]] = {}
     if groups:
         lines += ["## Speed per sampler and setting", ""]
-        lines += [
-            "Speedup is the sequential run's mean summed model-call time per chain over the run's "
-            "(eq. 20); call reduction / time-per-call increase = speedup.",
-            "",
-        ]
-    for setting_runs in groups.values():
+        lines += [REPORT_SPEEDUP_DEFINITION, ""]
+    titles = dict(zip(groups, _setting_titles(list(groups.values())), strict=True))
+    for setting, setting_runs in groups.items():
         setting_runs.sort(key=_run_order)
-        lines += [f"### {_setting_title(setting_runs[0])}", ""]
+        lines += [f"### {titles[setting]}", ""]
         rows = []
         notes = []
         for run in setting_runs:
@@ -203,19 +257,27 @@ def build_report(
                 except ValueError as err:
                     notes.append(f"- note: {run.path} not compared with {baseline.path}: {err}")
             elif not run.is_sequential and s.get("traversal") not in (None, "none"):
-                notes.append(f"- note: {run.path}: no sequential run of this setting here, so no speedup or TOST")
+                near = nearest_sequential(run, runs)
+                hint = ""
+                if near is not None:
+                    hint = (
+                        f"; the sequential run {near[0].path} differs only in {'; '.join(near[1])} "
+                        "(this run's vs its; scripts/compare_runs.py --allow-different-settings compares them)"
+                    )
+                notes.append(f"- note: {run.path}: no sequential run of this setting here, so no speedup or TOST{hint}")
             sp = comparison.speedup if comparison else None
             rows.append(
                 [
                     s.get("traversal"),
                     s.get("n_pf"),
-                    s.get("chains"),
+                    _chains(run),
                     s.get("transitions_per_call"),
                     s.get("time_per_call_s"),
                     _mean_chain(run, "call_time_s"),
                     1.0 if run.is_sequential else (sp.speedup if sp else None),
                     sp.call_reduction if sp else None,
                     sp.time_per_call_increase if sp else None,
+                    sp.calls_ratio if sp else None,
                     s.get("acceptance_rate"),
                     s.get("accuracy"),
                     s.get("loglik_mean"),
@@ -234,6 +296,7 @@ def build_report(
                 "speedup",
                 "call reduction",
                 "time/call increase",
+                "calls seq/run",
                 "acceptance",
                 "accuracy",
                 "loglik",
@@ -254,7 +317,7 @@ def build_report(
             "",
         ]
         for label, items in comparisons.items():
-            rows = tost_rows(items, name=lambda c: _setting_title(c.variant))
+            rows = tost_rows(items, name=lambda c: titles[c.variant.setting()])
             lines += [f"### {label}", "", *_table(("setting", *tost_header(level)[1:]), rows), ""]
             pooled = {stat: pool(items, stat, margin_sd=margin_sd, level=level) for stat in QUALITY_STATS}
             if len(items) > 1 and any(pooled.values()):

@@ -91,6 +91,45 @@ class RunData:
     def is_sequential(self) -> bool:
         return self.summary.get("traversal") == "sequential"
 
+    @property
+    def chains_held(self) -> int:
+        """Finished chains in chains.jsonl (a chain recorded twice counts once)."""
+        return len({(r["prompt_id"], r["chain"]) for r in self.chains})
+
+    @property
+    def expected_chains(self) -> int | None:
+        """Chains the run was configured to produce, or None when unknown.
+
+        summary.json's ``expected_chains`` where the runner wrote it; for older runs,
+        config.yaml's dataset.num_prompts x run.chains_per_prompt when both are integers.
+        """
+        expected = self.summary.get("expected_chains")
+        if _count(expected):
+            return expected
+        prompts, per_prompt = self._select("dataset.num_prompts"), self._select("run.chains_per_prompt")
+        return prompts * per_prompt if _count(prompts) and _count(per_prompt) else None
+
+    @property
+    def complete(self) -> bool | None:
+        """Whether every configured chain finished: summary.json's ``complete``, else
+        chains held vs ``expected_chains``; None when neither is known."""
+        complete = self.summary.get("complete")
+        if isinstance(complete, bool):
+            return complete
+        expected = self.expected_chains
+        return None if expected is None else self.chains_held >= expected
+
+    def incomplete_note(self) -> str | None:
+        """'RUN is incomplete: it holds H of E chains (...)' when the run is known to be incomplete."""
+        if self.complete is not False:
+            return None
+        expected = self.expected_chains
+        of = f" of {expected}" if expected is not None else ""
+        return (
+            f"{self.path} is incomplete: it holds {self.chains_held}{of} chains "
+            "(interrupted? resume it with run.resume=true), so its figures cover only those"
+        )
+
     def setting_values(self) -> dict[str, Any]:
         """Dotted key -> value of everything that must agree for a baseline/variant pair."""
         if not self.config:  # a run directory without config.yaml: what its summary says
@@ -103,6 +142,10 @@ class RunData:
     def setting(self) -> tuple:
         """A hashable form of ``setting_values`` (all but the stepper, seed, logger and run options)."""
         return tuple(sorted((k, repr(v)) for k, v in self.setting_values().items()))
+
+
+def _count(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool) and value >= 0
 
 
 def setting_differences(a: RunData, b: RunData) -> list[str]:
@@ -332,6 +375,10 @@ class Comparison:
             "seed_matched": self.seed_matched,
             "unpaired_chains": list(self.unpaired),
             "setting_differences": self.differences,
+            "chains": {
+                side: {"held": run.chains_held, "expected": run.expected_chains, "complete": run.complete}
+                for side, run in (("baseline", self.baseline), ("variant", self.variant))
+            },
             "speedup": self.speedup.__dict__,
             "tost": {k: (v.as_dict() if v else None) for k, v in self.tost.items()},
         }
@@ -390,6 +437,20 @@ def pool(
     return pooled_tost(results, margin_sd=margin_sd, level=level) if results else None
 
 
+def pairing_note(comparison: Comparison) -> str | None:
+    """A line when the comparison pairs fewer chains than either run was configured to produce."""
+    paired = comparison.speedup.units
+    short = [
+        f"{side}: {run.expected_chains}"
+        for side, run in (("A", comparison.baseline), ("B", comparison.variant))
+        if run.expected_chains is not None and paired < run.expected_chains
+    ]
+    if not short:
+        return None
+    pair = f"{comparison.baseline.path} vs {comparison.variant.path}"
+    return f"{pair} pairs {paired} chains, fewer than the runs configured ({', '.join(short)})"
+
+
 def sequential_baseline(variant: RunData, runs: Sequence[RunData]) -> RunData | None:
     """The sequential run of the same setting as a PreSTO run (same seed preferred), if any."""
     if variant.is_sequential or variant.summary.get("traversal") in (None, "none"):
@@ -398,6 +459,24 @@ def sequential_baseline(variant: RunData, runs: Sequence[RunData]) -> RunData | 
     same_seed = [r for r in candidates if r.summary.get("seed") == variant.summary.get("seed")]
     chosen = same_seed or candidates
     return chosen[0] if chosen else None
+
+
+NEAR_SETTING_KEYS = 3
+"""A sequential run whose setting differs from a PreSTO run's in at most this many keys is named as near."""
+
+
+def nearest_sequential(variant: RunData, runs: Sequence[RunData]) -> tuple[RunData, list[str]] | None:
+    """The sequential run whose setting differs least from ``variant``'s, with the differences
+    ('key (variant's vs its)'), when it differs in 1..NEAR_SETTING_KEYS keys (same seed preferred)."""
+    if variant.is_sequential or variant.summary.get("traversal") in (None, "none"):
+        return None
+    seed = variant.summary.get("seed")
+    near = [(setting_differences(variant, r), r.summary.get("seed") != seed, i, r) for i, r in enumerate(runs)]
+    near = [n for n in near if n[3].is_sequential and 0 < len(n[0]) <= NEAR_SETTING_KEYS]
+    if not near:
+        return None
+    differences, _, _, run = min(near, key=lambda n: (len(n[0]), n[1], n[2]))
+    return run, differences
 
 
 def chain_progress(run: RunData, record: dict[str, Any]) -> tuple[np.ndarray, np.ndarray] | None:
