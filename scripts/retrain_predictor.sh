@@ -7,10 +7,17 @@
 # RUN_DIRs are searched for trees.jsonl (finished or still running runs; a torn last line
 # is skipped); an existing directory is a RUN_DIR even when its name holds '=' (sweep/budget.n_pf=8).
 # Other key=value pairs go to src/train_predictor.py (e.g. predictor=mlp32,
-# 'features=[cut,likelihood]', folds=5). The new checkpoint replaces PATH atomically, and
-# only if its cross-validated log loss beats the class-frequency baseline (--force: always).
-# Its metrics are installed with it as PATH.metrics.json (so that file always describes PATH);
+# 'features=[cut,likelihood]', folds=5).
+#
+# Improvement gate: the new checkpoint replaces PATH atomically, and only if its
+# cross-validated log loss beats the class-frequency baseline; otherwise PATH (or its
+# absence) is left as it was and the script exits with status 3.
+#   --out PATH      where running jobs load the predictor (required)
+#   --force         install the new checkpoint even when it does not pass the gate
+#   --workdir DIR   the job's work directory (default outputs/predictor/retrain-<time>-<pid>)
+# The checkpoint's metrics are installed with it as PATH.metrics.json (so that file always describes PATH);
 # every job's metrics, installed or not, are in its work directory.
+# Exit status: 0 installed, 2 usage error, 3 rejected by the gate, other: the job failed.
 set -euo pipefail
 
 usage() {
@@ -74,6 +81,8 @@ workdir="$(abspath "${workdir:-$ROOT/outputs/predictor/retrain-$(date +%Y-%m-%d_
 # train_predictor.py installs PATH and PATH.metrics.json together, and only on success:
 # nothing is copied here, so a rejected model or a failed job (even in a reused work
 # directory holding an earlier job's metrics.json) never touches PATH.metrics.json.
+had_checkpoint=false
+[[ -e "$out" ]] && had_checkpoint=true
 status=0
 "$PY" "$ROOT/src/train_predictor.py" \
     "runs=[${list%,}]" \
@@ -83,7 +92,12 @@ status=0
     ${overrides[@]+"${overrides[@]}"} || status=$?
 
 if [[ $status -eq 3 ]]; then
-    echo "kept the previous checkpoint at $out: the new model is no better than the class frequencies" \
+    if $had_checkpoint; then
+        kept="kept the previous checkpoint at $out"
+    else
+        kept="no checkpoint was installed at $out (there was none before)"
+    fi
+    echo "$kept: the new model is no better than the class frequencies" \
         "(metrics: $workdir/metrics.json; --force to install anyway)" >&2
 elif [[ $status -eq 0 ]]; then
     echo "installed $out (metrics: $out.metrics.json, work directory: $workdir)"

@@ -20,16 +20,16 @@ register_resolvers(PROJECT_ROOT)
 def main(cfg: DictConfig) -> float | None:
     """Returns the held-out log loss (what a sweeper over models and features minimizes)."""
     from presto.config import ConfigError
-    from presto.predictor.train import format_metrics, improvement_warning, run_training
+    from presto.predictor.train import format_metrics, improvement_warning, pooling_warning, run_training
 
     try:
         metrics = run_training(cfg)
     except (ConfigError, OSError, ValueError) as err:  # OSError: a checkpoint or metrics write failed
         fail(str(err).splitlines()[0])
     print(format_metrics(metrics))
-    warning = improvement_warning(metrics)
-    if warning:
-        print(warning, file=sys.stderr)
+    for warning in (pooling_warning(metrics), improvement_warning(metrics)):
+        if warning:
+            print(warning, file=sys.stderr)
     if cfg.require_improvement and not metrics["checkpoint"]:
         sys.exit(3)
     return metrics["cross_validation"]["model"]["log_loss"]

@@ -62,10 +62,27 @@ def run_dir(tmp_path):
 
 def test_a_rejected_model_leaves_the_installed_metrics_alone(retrain, run_dir, tmp_path):
     out = tmp_path / "p.ckpt"
+    out.write_text("the installed model")
     Path(f"{out}.metrics.json").write_text("the installed model's metrics")
     done, _ = retrain(str(run_dir), "--out", str(out), "--workdir", str(tmp_path / "w"), status=3, metrics="{}")
-    assert done.returncode == 3 and "kept the previous checkpoint" in done.stderr
+    assert done.returncode == 3 and f"kept the previous checkpoint at {out}:" in done.stderr
     assert Path(f"{out}.metrics.json").read_text() == "the installed model's metrics"
+    assert out.read_text() == "the installed model"
+
+
+def test_a_rejected_first_model_does_not_claim_to_keep_a_previous_one(retrain, run_dir, tmp_path):
+    out = tmp_path / "p.ckpt"
+    done, _ = retrain(str(run_dir), "--out", str(out), "--workdir", str(tmp_path / "w"), status=3, metrics="{}")
+    assert done.returncode == 3 and "kept the previous" not in done.stderr
+    assert f"no checkpoint was installed at {out} (there was none before)" in done.stderr
+    assert "--force to install anyway" in done.stderr and not out.exists()
+
+
+def test_help_explains_the_improvement_gate_and_force(retrain):
+    done, passed = retrain("--help")
+    assert done.returncode == 0 and passed is None
+    assert "Improvement gate" in done.stdout and "exits with status 3" in done.stdout
+    assert "--force         install the new checkpoint even when it does not pass the gate" in done.stdout
 
 
 def test_a_failed_job_in_a_reused_workdir_installs_no_stale_metrics(retrain, run_dir, tmp_path):

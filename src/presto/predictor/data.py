@@ -4,6 +4,16 @@ Every feasible node of a logged round is an example (the nodes the traversal gen
 and scored, so the examples follow the distribution of prefetched trees, as in the
 paper's Appendix E.7). Examples are grouped by prompt: cross-validation holds out whole
 prompts, because nodes of one prompt share its text and are far from independent.
+
+A node logged by several runs is one example. Runs of one setting (same seed, sampler,
+model, engine and prompts) make the same MH decisions whatever their traversal or N_pf
+(that is PreSTO's exactness), so a BFS sweep over N_pf logs the same candidate nodes once
+per run: pooled as they are, these copies would multiply some decisions' weight. A node
+is a copy when its run's setting (config.yaml), its place (prompt, chain, the round's
+stage and transition, the branches and cuts from the round's root) and its logged
+content (features, log A) all equal those of a node already read; only the first is
+kept. Nodes whose run has no config.yaml, or whose round has no transition, are never
+taken for copies.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+import yaml
 
 from presto.predictor.features import CLASSES, feature_matrix, label_of
 
@@ -30,6 +41,9 @@ class Examples:
     feature_names: tuple[str, ...]
     sources: tuple[str, ...]  # the trees.jsonl files read
     weights: np.ndarray | None = None  # (n,) per-example weights; None: all 1
+    duplicates: int = 0  # feasible nodes dropped as copies of a node read before (another run's)
+    # Per (sampler, traversal) of the runs read: runs, examples kept, duplicates dropped.
+    composition: tuple[dict[str, Any], ...] = ()
 
     @property
     def sample_weights(self) -> np.ndarray:
@@ -39,6 +53,7 @@ class Examples:
         return int(self.labels.shape[0])
 
     def class_counts(self) -> dict[str, int]:
+        """Examples per class, each counted once (whatever the weighting)."""
         return {name: int((self.labels == k).sum()) for k, name in enumerate(CLASSES)}
 
     def class_shares(self) -> dict[str, float]:
@@ -74,12 +89,78 @@ def tree_files(paths: Iterable[str | Path]) -> list[Path]:
 def iter_rounds(files: Sequence[Path]) -> Iterator[dict[str, Any]]:
     """Round records in file order; a torn last line (a killed run) is skipped."""
     for file in files:
-        with file.open() as handle:
-            for line in handle:
-                try:
-                    yield json.loads(line)
-                except json.JSONDecodeError:
-                    continue
+        yield from _rounds(file)
+
+
+def _rounds(file: Path) -> Iterator[dict[str, Any]]:
+    with file.open() as handle:
+        for line in handle:
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                continue
+
+
+UNKNOWN = "unknown"
+"""Sampler or traversal of a trees file with neither summary.json nor config.yaml beside it."""
+
+# Parts of a run's config.yaml that decide its MH decisions (traversal, budget, logging and
+# run.* do not), and keys inside them that only choose how many prompts run.
+SETTING_SECTIONS = ("seed", "engine", "model", "dataset", "sampler")
+SETTING_IGNORED = {"dataset": ("num_prompts",)}
+
+
+@dataclass(frozen=True)
+class RunInfo:
+    """What a trees file's run directory says about it."""
+
+    sampler: str
+    traversal: str
+    setting: str | None  # canonical JSON of the decision-relevant config; None: unknown
+
+
+def _load_mapping(path: Path, loader) -> dict[str, Any]:
+    """The JSON or YAML object in ``path``; {} if it is missing or unreadable (a run still starting)."""
+    try:
+        value = loader(path.read_text())
+    except (OSError, ValueError, yaml.YAMLError):
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+def run_info(trees: Path) -> RunInfo:
+    """Sampler and traversal (summary.json, else config.yaml) and setting (config.yaml) of a trees file's run."""
+    summary = _load_mapping(trees.parent / "summary.json", json.loads)
+    config = _load_mapping(trees.parent / "config.yaml", yaml.safe_load)
+
+    def name(key: str) -> str:
+        section = config.get(key)
+        value = summary.get(key) or (section.get("name") if isinstance(section, dict) else None)
+        return str(value) if value else UNKNOWN
+
+    setting = None
+    if config and all(key in config for key in SETTING_SECTIONS):
+        decisive = {}
+        for key in SETTING_SECTIONS:
+            value = config[key]
+            if isinstance(value, dict):
+                value = {k: v for k, v in value.items() if k not in SETTING_IGNORED.get(key, ())}
+            decisive[key] = value
+        setting = json.dumps(decisive, sort_keys=True, default=str)
+    return RunInfo(name("sampler"), name("traversal"), setting)
+
+
+def _node_paths(nodes: Sequence[dict[str, Any]]) -> dict[Any, tuple]:
+    """Each node's place in its tree: the (parent's cut, branch) steps from the root, parents first."""
+    cuts = {n["id"]: n.get("cut") for n in nodes}
+    paths: dict[Any, tuple] = {}
+    for node in nodes:
+        parent = node.get("parent")
+        if parent is None:
+            paths[node["id"]] = ()
+        else:
+            paths[node["id"]] = (*paths.get(parent, ("orphan",)), (cuts.get(parent), node.get("branch")))
+    return paths
 
 
 WEIGHTINGS = ("uniform", "reach")
@@ -126,16 +207,42 @@ def collect_examples(
     labels: list[int] = []
     groups: list[str] = []
     weights: list[float] = []
-    for record in iter_rounds(files):
-        nodes = record.get("nodes", ())
-        reach = reaching_probabilities(nodes) if weighting == "reach" else None
-        for node in nodes:
-            if not node.get("feasible") or not node.get("features"):
-                continue
-            rows.append(node["features"])
-            labels.append(label_of(node.get("log_accept"), epsilon))
-            groups.append(str(record.get("prompt_id")))
-            weights.append(1.0 if reach is None else reach.get(node["id"], 0.0))
+    seen: set[tuple] = set()
+    parts: dict[tuple[str, str], dict[str, Any]] = {}
+    for file in files:
+        info = run_info(file)
+        part = parts.setdefault(
+            (info.sampler, info.traversal),
+            {"sampler": info.sampler, "traversal": info.traversal, "runs": 0, "examples": 0, "duplicates": 0},
+        )
+        part["runs"] += 1
+        for record in _rounds(file):
+            nodes = record.get("nodes", ())
+            reach = reaching_probabilities(nodes) if weighting == "reach" else None
+            place = (record.get("prompt_id"), record.get("chain"), record.get("stage"), record.get("transition"))
+            known = info.setting is not None and record.get("transition") is not None
+            paths = _node_paths(nodes) if known else {}
+            for node in nodes:
+                if not node.get("feasible") or not node.get("features"):
+                    continue
+                if known:
+                    key = (
+                        info.setting,
+                        *place,
+                        paths[node["id"]],
+                        node.get("cut"),
+                        json.dumps(node.get("log_accept")),
+                        json.dumps(node["features"], sort_keys=True),
+                    )
+                    if key in seen:
+                        part["duplicates"] += 1
+                        continue
+                    seen.add(key)
+                part["examples"] += 1
+                rows.append(node["features"])
+                labels.append(label_of(node.get("log_accept"), epsilon))
+                groups.append(str(record.get("prompt_id")))
+                weights.append(1.0 if reach is None else reach.get(node["id"], 0.0))
     if not rows:
         raise ValueError(f"no feasible tree nodes in {', '.join(map(str, files))}")
     return Examples(
@@ -145,4 +252,6 @@ def collect_examples(
         tuple(feature_names),
         tuple(str(f) for f in files),
         np.asarray(weights, dtype=np.float64),
+        duplicates=sum(part["duplicates"] for part in parts.values()),
+        composition=tuple(parts.values()),
     )

@@ -28,7 +28,7 @@ from torch import nn
 from torch.utils.data import DataLoader, TensorDataset
 
 from presto.predictor.features import CLASSES
-from presto.predictor.hotload import CHECKPOINT_FORMAT
+from presto.predictor.hotload import CHECKPOINT_FORMAT, predictor_from_checkpoint
 from presto.predictor.train import ModelSettings
 
 
@@ -198,6 +198,26 @@ def fit_classifier(
     return module
 
 
+def checkpoint_payload(module: EpsilonClassifier) -> dict:
+    """What :func:`save_checkpoint` writes (and hot-loading reads back): weights and plain hyperparameters."""
+    return {
+        "state_dict": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
+        "hyper_parameters": _plain(dict(module.hparams)),
+        "pytorch-lightning_version": L.__version__,
+        "epoch": 0,
+        "global_step": 0,
+    }
+
+
+def fingerprint(module: EpsilonClassifier, path: str | Path = "") -> str:
+    """The fingerprint a traversal logs (trees.jsonl's plan ``predictor``) once it serves this module.
+
+    Computed by hot-loading's own :func:`presto.predictor.hotload.predictor_from_checkpoint`
+    on what :func:`save_checkpoint` writes, so it equals ``load_predictor(path).fingerprint``.
+    """
+    return predictor_from_checkpoint(checkpoint_payload(module), str(path)).fingerprint
+
+
 def save_checkpoint(module: EpsilonClassifier, path: str | Path) -> Path:
     """Write a small checkpoint (weights and hyperparameters, no optimizer state) atomically.
 
@@ -206,13 +226,7 @@ def save_checkpoint(module: EpsilonClassifier, path: str | Path) -> Path:
     """
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    checkpoint = {
-        "state_dict": {k: v.detach().cpu().clone() for k, v in module.state_dict().items()},
-        "hyper_parameters": _plain(dict(module.hparams)),
-        "pytorch-lightning_version": L.__version__,
-        "epoch": 0,
-        "global_step": 0,
-    }
+    checkpoint = checkpoint_payload(module)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         torch.save(checkpoint, tmp)

@@ -7,7 +7,11 @@ class for accuracy, the class frequencies for log loss) and against scikit-learn
 ``LogisticRegression`` on the same standardized features as a reference. The reference is
 fixed (the paper's logistic regression, L2 lambda = 1), whatever model is compared, so its
 row means the same thing in every metrics.json. The model is then refitted on all
-examples and saved; ``metrics.json`` holds every number.
+examples and saved; ``metrics.json`` holds every number, says which of them are weighted
+(``weighting_of``: class_counts count nodes; class_shares and every cross-validation row,
+the majority baseline included, follow ``weighting``), what was pooled (``composition``
+per sampler and traversal, ``duplicates_dropped``) and the saved model's ``fingerprint``,
+computed as hot-loading computes it (trees.jsonl's plan ``predictor``).
 """
 
 from __future__ import annotations
@@ -173,8 +177,9 @@ def train_predictor(
     with ``checkpoint_error``, and the OSError is raised after it).
     """
     check_classes(examples, epsilon)  # before Lightning is even imported: seconds, for a one-line error
+    from presto.predictor.hotload import PredictorError
     from presto.predictor.install import install_checkpoint
-    from presto.predictor.module import fit_classifier
+    from presto.predictor.module import fingerprint, fit_classifier
 
     start = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -186,18 +191,34 @@ def train_predictor(
     )
     target = checkpoint or out_dir / "predictor.ckpt"
     write_checkpoint = beats or not require_improvement
+    served: str | None = None
+    if write_checkpoint:
+        try:  # what a traversal serving the checkpoint logs as its plan's "predictor"
+            served = fingerprint(module, target)
+        except PredictorError:  # not servable (non-finite weights): metrics say so, hot-loading refuses it
+            served = None
+    composition = [dict(part) for part in examples.composition]
     metrics: dict[str, Any] = {
         "examples": len(examples),
         "prompts": len(np.unique(examples.groups)),
+        "duplicates_dropped": examples.duplicates,
+        "composition": composition,
+        "samplers": sorted({part["sampler"] for part in composition}),
         "class_counts": examples.class_counts(),
         "class_shares": examples.class_shares(),
         "weighting": weighting,
+        "weighting_of": {
+            "class_counts": "none (nodes, each counted once)",
+            "class_shares": weighting,
+            "cross_validation": weighting,  # every row: the scores, and the baselines' class frequencies
+        },
         "epsilon": epsilon,
         "features": list(examples.feature_names),
         "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()},
         "cross_validation": cv,
         "beats_class_frequencies": bool(beats),
         "checkpoint": str(target) if write_checkpoint else None,
+        "fingerprint": served,
         "sources": list(examples.sources),
         "seconds": time.perf_counter() - start,
     }
@@ -206,7 +227,7 @@ def train_predictor(
         try:
             install_checkpoint(module, target, _dumps(metrics) if checkpoint is not None else None)
         except OSError as err:
-            metrics["checkpoint"] = None
+            metrics["checkpoint"] = metrics["fingerprint"] = None
             metrics["checkpoint_error"] = f"{type(err).__name__}: {err}"
             where = out_dir / "metrics.json"
             failure = OSError(f"cannot write the checkpoint {target} ({err.strerror or err}); metrics are in {where}")
@@ -232,13 +253,44 @@ def improvement_warning(metrics: dict[str, Any]) -> str | None:
     )
 
 
+def pooling_warning(metrics: dict[str, Any]) -> str | None:
+    """A warning line when the trees of several samplers (different cut laws) were pooled."""
+    samplers = metrics.get("samplers") or []
+    if len(samplers) < 2:
+        return None
+    return (
+        f"warning: pooled the trees of {len(samplers)} samplers ({', '.join(samplers)}): their cut laws differ, "
+        "so one predictor is fitted to their mixture; the paper trains one per setting "
+        "(give the runs of one sampler to train for it)"
+    )
+
+
+def _plural(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+def _weights_named(weighting: str) -> str:
+    return "each node once" if weighting == "uniform" else f"{weighting}-weighted"
+
+
 def format_metrics(metrics: dict[str, Any]) -> str:
     """A small table for the terminal."""
     cv = metrics["cross_validation"]
+    weights = _weights_named(metrics["weighting"])
+    shares = {name: round(share, 4) for name, share in metrics["class_shares"].items()}
+    dropped = metrics.get("duplicates_dropped", 0)
     lines = [
-        f"{metrics['examples']} nodes from {metrics['prompts']} prompts, classes {metrics['class_counts']}, "
-        f"features {metrics['features']}, {metrics['weighting']} weights, {cv['folds']}-fold CV by prompt",
-        f"{'':<22}{'accuracy':>10}{'log loss':>10}",
+        "data: "
+        + "; ".join(
+            f"{part['sampler']}/{part['traversal']}: {_plural(part['runs'], 'run')}, {part['examples']} nodes"
+            + (f" ({part['duplicates']} duplicates dropped)" if part["duplicates"] else "")
+            for part in metrics.get("composition", ())
+        ),
+        f"{metrics['examples']} nodes from {metrics['prompts']} prompts, "
+        f"{dropped} duplicates dropped (the same decision logged by several runs of one setting), "
+        f"features {metrics['features']}, {cv['folds']}-fold CV by prompt",
+        f"classes: node counts {metrics['class_counts']} (unweighted); shares {shares} ({weights})",
+        f"{'':<22}{'accuracy':>10}{'log loss':>10}  (held out, {weights})",
     ]
     for name in ("model", "sklearn_logistic", "frequencies", "majority"):
         row = cv[name]
@@ -251,7 +303,7 @@ def format_metrics(metrics: dict[str, Any]) -> str:
         note += f"; class frequencies in fold(s) {reference['constant_folds']} (one class in training)"
     lines.append(note)
     if metrics["checkpoint"]:
-        lines.append(f"checkpoint: {metrics['checkpoint']}")
+        lines.append(f"checkpoint {metrics['checkpoint']} (fingerprint {metrics.get('fingerprint')})")
     elif metrics.get("checkpoint_error"):
         lines.append(f"checkpoint: not written ({metrics['checkpoint_error']})")
     else:
