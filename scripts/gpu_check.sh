@@ -45,12 +45,14 @@ status=0
     echo "model: ${MODEL_PATH:-embedded smollm2-135m-instruct}"
 } 2>&1 | tee -a "$report"
 
-# 1. Engine tests on the GPU (tiny float32 model). batch_invariant asks vLLM for kernels whose
-#    results do not depend on the batch, which the exactness tests need on a GPU.
+# 1. Engine tests on the GPU (tiny float32 model), the GPU-path checks and the recorder's CUDA
+#    reductions. batch_invariant asks vLLM for kernels whose results do not depend on the
+#    batch, which the exactness tests need on a GPU (they then compare statistics bit for bit).
 if [[ "${SKIP_TESTS:-0}" != "1" ]]; then
-    echo -e "\n## tests/test_vllm_engine.py" | tee -a "$report"
+    echo -e "\n## tests/test_vllm_engine.py tests/test_gpu_paths.py tests/test_vllm_recorder.py" | tee -a "$report"
     PRESTO_VLLM_TEST_OPTIONS='{"device": "cuda", "batch_invariant": true}' \
-        python -m pytest tests/test_vllm_engine.py -q -rA -p no:cacheprovider 2>&1 | tail -n 40 | tee -a "$report"
+        python -m pytest tests/test_vllm_engine.py tests/test_gpu_paths.py tests/test_vllm_recorder.py \
+        -q -rA -p no:cacheprovider 2>&1 | tail -n 60 | tee -a "$report"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 
@@ -71,10 +73,11 @@ for dtype in ${DTYPES:-bfloat16 float32}; do
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 done
 
-# 3. How a call's time grows with its rows on this GPU (what bounds every PreSTO speedup).
+# 3. How a call's time grows with its rows on this GPU (what bounds every PreSTO speedup), with
+#    the benchmark's batch-invariant kernels so that its ratios explain the speedups above.
 echo -e "\n## call cost vs rows" | tee -a "$report"
 python scripts/call_cost.py engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null \
-    engine.gpu_memory_utilization=0.85 "${model_args[@]}" "$@" 2>&1 |
+    engine.gpu_memory_utilization=0.85 engine.batch_invariant=true "${model_args[@]}" "$@" 2>&1 |
     grep -v -E "^(\(|INFO |WARNING [0-9]|DEBUG )" | tee -a "$report"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 

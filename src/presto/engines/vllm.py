@@ -25,7 +25,9 @@ per token, with every statistic computed from the whole distribution in float64.
 
 The engine core runs in this process (``VLLM_ENABLE_V1_MULTIPROCESSING=0``, set below
 before torch or vLLM is imported): the recorder hands its numbers over in memory, and
-the KV-cache manager can be read during a call for the peak usage. On the CPU the
+the KV-cache manager can be read during a call for the peak usage. It runs vLLM's V1 model
+runner (``VLLM_USE_V2_MODEL_RUNNER=0``, also set below): the recorder is a V1-interface
+logits processor, which Model Runner V2, vLLM's default on a GPU, refuses. On the CPU the
 OpenMP thread count must be fixed before torch starts (vLLM otherwise drops torch to one
 thread for serving), so this module sets ``OMP_NUM_THREADS`` to the usable cores unless
 the user did. On a machine shared with other busy processes, fewer threads can be much
@@ -71,6 +73,17 @@ if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "0":
         stacklevel=2,
     )
 os.environ["VLLM_ENABLE_V1_MULTIPROCESSING"] = "0"
+# The recorder implements vLLM's V1 logits-processor interface. On a GPU (Triton present)
+# vLLM 0.32 picks Model Runner V2 by default, whose loader refuses V1-interface processors
+# at startup ("LogZRecorder is not a subclass of vllm.v1.worker.gpu.sample.logits_processor
+# .LogitsProcessor"); the CPU build has no Triton and always runs V1. Pin V1 everywhere, so a
+# GPU runs the model runner whose sampler and processor plumbing the CPU tests exercise.
+if os.environ.get("VLLM_USE_V2_MODEL_RUNNER", "0") != "0":
+    warnings.warn(
+        "presto's vLLM logits recorder needs vLLM's V1 model runner; overriding VLLM_USE_V2_MODEL_RUNNER to 0",
+        stacklevel=2,
+    )
+os.environ["VLLM_USE_V2_MODEL_RUNNER"] = "0"
 os.environ.setdefault("OMP_NUM_THREADS", str(usable_cores()))
 # vLLM's periodic throughput lines (every 10 s while stats are on, which the cache counters
 # need) would break the progress bar; summary.json holds the run's cache figures instead.
@@ -189,23 +202,19 @@ class VLLMEngine(ChatText, Engine):
                 f"engine.device={device} but the installed vLLM is {build}; "
                 + ("on a GPU machine run `pip install -e '.[vllm]'`" if device == "cuda" else "use engine.device=auto")
             )
-        if self.platform == "cpu" and cfg["enable_chunked_prefill"]:
-            raise _config_error(
-                "engine.enable_chunked_prefill=true crashes vLLM's CPU sampler with seeded requests "
-                "('CPU Generator does not use offset'); use false on the CPU"
-            )
         self.exact_logprobs = bool(cfg["exact_logprobs"])
         """Full-vocabulary logprobs per token (slow oracle); may be switched between calls."""
         self.max_model_len = int(cfg["max_model_len"])
         self.block_size = int(cfg["block_size"])
         self.kv_cache_memory_bytes = cfg["kv_cache_memory_bytes"]
+        self.gpu_memory_utilization = float(cfg["gpu_memory_utilization"])
         llm_kwargs: dict[str, Any] = {
             "model": str(self.model_dir),
             "dtype": cfg["dtype"],
             "enforce_eager": bool(cfg["enforce_eager"]),
             "enable_prefix_caching": bool(cfg["enable_prefix_caching"]),
             "block_size": self.block_size,
-            "gpu_memory_utilization": float(cfg["gpu_memory_utilization"]),
+            "gpu_memory_utilization": self.gpu_memory_utilization,
             "tensor_parallel_size": int(cfg["tensor_parallel_size"]),
             "max_model_len": self.max_model_len,
             "max_num_batched_tokens": int(cfg["max_num_batched_tokens"] or self.max_model_len),
@@ -242,14 +251,31 @@ class VLLMEngine(ChatText, Engine):
             value = cfg[key]
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise _config_error(f"engine.{key} must be an integer >= 1, got {value!r}")
+        if cfg["tensor_parallel_size"] != 1:
+            raise _config_error(
+                f"engine.tensor_parallel_size={cfg['tensor_parallel_size']} is not supported: with more than one "
+                "GPU vLLM samples in worker processes, out of reach of presto's logits recorder; use 1"
+            )
+        if cfg["enable_chunked_prefill"]:
+            # vLLM samples every row of a step, also a prefill's non-final chunk (and drops that
+            # token): the recorder would get an extra row per chunk, misaligned with the tokens.
+            # On the CPU such a step also crashes the seeded sampler ('CPU Generator does not use offset').
+            raise _config_error(
+                "engine.enable_chunked_prefill=true is not supported: vLLM samples (and discards) a token after "
+                "each partial prefill, so presto's logits recorder would misalign its statistics (and vLLM's CPU "
+                "sampler crashes with seeded requests); use false with engine.max_num_batched_tokens >= "
+                "engine.max_model_len"
+            )
         kv = cfg["kv_cache_memory_bytes"]
         if kv is not None and (isinstance(kv, bool) or not isinstance(kv, int) or kv < 1):
             raise _config_error(f"engine.kv_cache_memory_bytes must be an integer >= 1 or null, got {kv!r}")
         batched = cfg["max_num_batched_tokens"]
-        if batched is not None and not cfg["enable_chunked_prefill"] and batched < cfg["max_model_len"]:
+        if batched is not None and (isinstance(batched, bool) or not isinstance(batched, int) or batched < 1):
+            raise _config_error(f"engine.max_num_batched_tokens must be an integer >= 1 or null, got {batched!r}")
+        if batched is not None and batched < cfg["max_model_len"]:
             raise _config_error(
                 f"engine.max_num_batched_tokens={batched} must be >= engine.max_model_len={cfg['max_model_len']} "
-                "without chunked prefill"
+                "(no chunked prefill: every prefill fits in one step)"
             )
         if not 0 < float(cfg["gpu_memory_utilization"]) <= 1:
             raise _config_error(f"engine.gpu_memory_utilization must be in (0, 1], got {cfg['gpu_memory_utilization']}")
@@ -294,14 +320,20 @@ class VLLMEngine(ChatText, Engine):
             estimate = re.search(r"estimated maximum model length is (\d+)", text)
             fits = f" (it holds about {estimate.group(1)} tokens)" if estimate else ""
             return _config_error(
-                f"engine.kv_cache_memory_bytes={self.kv_cache_memory_bytes} is too small for "
-                f"engine.max_model_len={self.max_model_len}{fits}; raise engine.kv_cache_memory_bytes "
-                "or lower engine.max_model_len"
+                f"the KV cache is too small for engine.max_model_len={self.max_model_len}{fits}; "
+                f"{self._kv_cache_advice()}, or lower engine.max_model_len"
             )
         if "memory for the cache blocks" in text:  # GPU: nothing left for the KV cache after the weights
             return _config_error(
                 f"no memory left for the KV cache ({line}); raise engine.gpu_memory_utilization or set "
                 "engine.kv_cache_memory_bytes"
+            )
+        if "Free memory on device" in text and "memory utilization" in text:
+            # vLLM asks for gpu_memory_utilization x the GPU's memory to be free at startup, also
+            # when kv_cache_memory_bytes sizes the cache (which then takes only that much).
+            return _config_error(
+                f"engine.gpu_memory_utilization={self.gpu_memory_utilization} asks for more GPU memory than is "
+                f"free ({line}); lower engine.gpu_memory_utilization or free the GPU"
             )
         if "max_model_len" in text and ("greater than" in text or "exceeds" in text):
             reason = line.split(". ")[0]
@@ -357,8 +389,16 @@ class VLLMEngine(ChatText, Engine):
         if blocks > self.kv_cache_blocks:
             raise _config_error(
                 f"{what} needs {blocks} KV-cache blocks of {self.block_size} tokens but the cache holds "
-                f"{self.kv_cache_blocks}; raise engine.kv_cache_memory_bytes={self.kv_cache_memory_bytes}"
+                f"{self.kv_cache_blocks}; {self._kv_cache_advice()}"
             )
+
+    def _kv_cache_advice(self) -> str:
+        """How to get a larger KV cache: the setting that sized it."""
+        if self.kv_cache_memory_bytes is None:  # sized by vLLM from gpu_memory_utilization
+            return (
+                f"raise engine.gpu_memory_utilization={self.gpu_memory_utilization} or set engine.kv_cache_memory_bytes"
+            )
+        return f"raise engine.kv_cache_memory_bytes={self.kv_cache_memory_bytes}"
 
     def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
         from vllm import SamplingParams
@@ -418,11 +458,12 @@ class VLLMEngine(ChatText, Engine):
             logq_all, entropy = _exact_statistics(completion.logprobs, tokens, temperatures)
             logp0 = _exact_statistics(completion.logprobs, tokens, (1.0,))[0][:, 0]
         else:
-            # With async scheduling a request that stopped at EOS may be scheduled (and seen
-            # by the recorder) for one more step before its EOS is known; rows are appended
-            # in step order, so its first n rows are those of the returned tokens.
+            # With async scheduling (vLLM's default on a GPU) a request that stopped at EOS may
+            # be scheduled (and seen by the recorder) for one more step before its EOS is known;
+            # rows are appended in step order, so its first n rows are those of the returned
+            # tokens. Any other count means rows the recorder should not have seen.
             rows = 0 if record is None else len(record.lse1)
-            if record is None or not (rows == n or (stopped and rows > n)):
+            if record is None or not (rows == n or (stopped and rows == n + 1)):
                 got = "no record" if record is None else f"{rows} rows"
                 raise RuntimeError(f"presto's vLLM logits recorder saw {got} for {n} returned tokens")
             logp0 = np.array([completion.logprobs[j][int(t)].logprob for j, t in enumerate(tokens)], dtype=np.float64)

@@ -133,6 +133,11 @@ CHUNK_ROWS = 8
 ACCELERATOR_CHUNK_ROWS = 32
 """Rows per (padded) chunk on an accelerator: few launches per step, and float64 temporaries
 of a few hundred MB at most for a 150k vocabulary (vLLM's memory profile does not see them)."""
+PAD_COLUMNS = 64
+"""A padded chunk's width is a multiple of this: every row of its float64 temporaries then
+starts on a 512-byte boundary. A CUDA reduction reduces a row's unaligned head apart from its
+vectorized body, so with a vocabulary that is not a multiple of 4 (50257, say) a row's sums
+would otherwise be rounded differently at odd and even positions of its chunk."""
 
 
 def chunked_statistics(
@@ -149,6 +154,8 @@ def chunked_statistics(
     pages (6x slower per row). ``pad``: a short last chunk is filled up with copies of its
     first row, so that every chunk has the same shape (what an accelerator needs for a
     row's numbers not to depend on how many rows share its step); the copies are dropped.
+    Its width is also padded to a multiple of :data:`PAD_COLUMNS` with ``-inf`` logits,
+    which add exact zeros to every sum (see :func:`row_statistics`).
     """
     lse1: list = []
     entropy: list = []
@@ -157,7 +164,11 @@ def chunked_statistics(
         chunk = rows[start : start + chunk_rows]
         if pad:
             chunk = chunk + chunk[:1] * (chunk_rows - len(chunk))
-        statistics = row_statistics(logits[chunk], temperatures)
+        block = logits[chunk]
+        if pad and block.shape[-1] % PAD_COLUMNS:
+            extra = PAD_COLUMNS - block.shape[-1] % PAD_COLUMNS
+            block = torch.nn.functional.pad(block, (0, extra), value=float("-inf"))
+        statistics = row_statistics(block, temperatures)
         kept = min(chunk_rows, len(rows) - start)
         for out, values in zip((lse1, entropy, lse_t), statistics, strict=True):
             out.extend(values[:kept])
@@ -176,7 +187,8 @@ def row_statistics(logits: torch.Tensor, temperatures: tuple[float, ...]) -> tup
     s = sum e. A temperature t = 1/k with k a small integer (the samplers' 0.25 and 0.5)
     needs no other exp: exp(y / t) = e**k, by repeated squaring (a few ulp from exp(k y),
     and exp of a full-vocabulary float64 row is the costly step here); any other t takes
-    one more exp pass. (-inf logits are clamped so that 0 * y stays 0.)
+    one more exp pass. (-inf logits, padding included, are clamped to -1e300 so that 0 * y
+    stays 0 and exp(y / t) is 0 at any temperature; -1e4 would leave exp(-1e4 / t) > 0 for t > ~14.)
     """
     if len(logits) == 1:
         # Alone, a row's sums are split across threads by torch (output of one element), so
@@ -186,7 +198,7 @@ def row_statistics(logits: torch.Tensor, temperatures: tuple[float, ...]) -> tup
         return lse1[:1], entropy[:1], lse_t[:1]
     z = logits.to(torch.float64)
     top = z.max(dim=-1, keepdim=True).values
-    y = z.sub_(top).clamp_(min=-1e4)
+    y = z.sub_(top).clamp_(min=-1e300)
     e = torch.exp(y)
     s = e.sum(-1)
     log_s = torch.log(s)
