@@ -90,13 +90,17 @@ def test_configure_exports_its_switches_and_withdraws_only_its_own(monkeypatch):
     from presto.engines import vllm_batch_invariance as invariance
 
     monkeypatch.setattr(invariance, "_exported", set())
+    monkeypatch.setattr(invariance, "_state", {"pad_lone_rows": False, "installed": False})
     monkeypatch.delenv("VLLM_BATCH_INVARIANT", raising=False)
     invariance.configure(True, "cuda")
     assert os.environ["VLLM_BATCH_INVARIANT"] == "1"
-    invariance.configure(False, "cuda")
+    # A later GPU engine of the same process with the other setting: some kernels keep the first.
+    with pytest.warns(UserWarning, match="differs from the first vLLM engine of this process"):
+        invariance.configure(False, "cuda")
     assert "VLLM_BATCH_INVARIANT" not in os.environ  # ours: withdrawn for the next engine
     monkeypatch.setenv("VLLM_BATCH_INVARIANT", "1")
-    invariance.configure(False, "cuda")
+    with pytest.warns(UserWarning, match="differs from the first"):
+        invariance.configure(False, "cuda")
     assert os.environ["VLLM_BATCH_INVARIANT"] == "1"  # the user's: kept
 
     monkeypatch.setenv("VLLM_CPU_ATTN_SPLIT_KV", "1")

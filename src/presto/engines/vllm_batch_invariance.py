@@ -40,7 +40,7 @@ from typing import Any
 
 _ATTENTION_SPLIT_VARIABLE = "VLLM_CPU_ATTN_SPLIT_KV"
 _BATCH_INVARIANT_VARIABLE = "VLLM_BATCH_INVARIANT"
-_state = {"pad_lone_rows": False, "installed": False}
+_state: dict[str, bool] = {"pad_lone_rows": False, "installed": False}  # + "gpu_first": the first GPU setting
 _exported: set[str] = set()  # variables this module set (a user's own values are never withdrawn)
 
 
@@ -61,6 +61,15 @@ def configure(enabled: bool, platform: str) -> None:
     import; the first engine's setting stays with them.)
     """
     if platform != "cpu":
+        first = _state.setdefault("gpu_first", enabled)
+        if first != enabled:
+            warnings.warn(
+                f"engine.batch_invariant={enabled} differs from the first vLLM engine of this process ({first}); "
+                "some of vLLM's GPU attention kernels read VLLM_BATCH_INVARIANT once, at import, so this "
+                "engine may keep the first setting: run it in a process of its own (e.g. a separate run, "
+                "or launcher=joblib for a sweep)",
+                stacklevel=3,
+            )
         _export(_BATCH_INVARIANT_VARIABLE, "1" if enabled else None)
         _refresh_vllm_environment()
         return
