@@ -218,6 +218,7 @@ def test_an_unknown_key_in_a_sweep_is_one_line_before_any_job(toy_table, tmp_pat
         ("run.resume=no", "run.resume must be true or false"),
         ("run.progress=off", "run.progress"),
         ("+sampler.beta=2", "sampler.beta is not a key of sampler=powermh"),
+        ("+engine.device=cuda", "engine.device is not a key of engine=toy"),
         ("+budget.npf=3", "budget.npf is not a key"),
         ("+run.resum=true", "run.resum is not a key"),
         ("logger=wandb logger.mode=bogus", "logger.mode=bogus"),

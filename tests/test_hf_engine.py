@@ -118,3 +118,12 @@ def test_a_presto_run_says_when_its_chains_may_not_equal_sequential_ones(tmp_pat
     )
     assert result.returncode == 0, result.stderr[-2000:]
     assert ("WARNING: engine=hf in float32 is not batch-invariant" in result.stderr) == warned
+
+
+def test_an_unknown_hf_engine_key_is_refused_not_ignored():
+    """+engine.device=cuda would otherwise run on the CPU without a word (the hf engine keeps tensors there)."""
+    from presto.config import ConfigError
+    from presto.engines import build_engine
+
+    with pytest.raises(ConfigError, match=r"engine\.device is not a key of engine=hf"):
+        build_engine({"name": "hf", "dtype": "float64", "device": "cuda"}, {"path": "unused"})

@@ -8,11 +8,18 @@ from typing import Any
 from presto.engines.base import CallStats, Engine, SuffixRequest, SuffixResult
 
 ENGINES = ("toy", "hf", "vllm")
+ENGINE_KEYS = {"toy": ("name", "table"), "hf": ("name", "dtype", "threads")}
+"""The keys each engine reads from its config group (an unknown one is refused, not ignored)."""
 
 
 def build_engine(engine_cfg: Mapping[str, Any], model_cfg: Mapping[str, Any] | None = None) -> Engine:
     """Instantiate the engine named by ``engine_cfg['name']``."""
     name = engine_cfg["name"]
+    if name in ENGINE_KEYS:  # vLLM checks its own (many) settings
+        from presto.config import check_keys
+
+        # e.g. +engine.device=cuda on hf: the engine would run on the CPU without a word
+        check_keys(dict(engine_cfg), "engine", f"engine={name}", ENGINE_KEYS[name])
     if name == "toy":
         from presto.engines.toy import ToyEngine
 
@@ -32,4 +39,4 @@ def build_engine(engine_cfg: Mapping[str, Any], model_cfg: Mapping[str, Any] | N
     raise ValueError(f"engine={name} is not an engine; choose one of: {', '.join(ENGINES)}")
 
 
-__all__ = ["ENGINES", "CallStats", "Engine", "SuffixRequest", "SuffixResult", "build_engine"]
+__all__ = ["ENGINES", "ENGINE_KEYS", "CallStats", "Engine", "SuffixRequest", "SuffixResult", "build_engine"]
