@@ -162,6 +162,10 @@ def validate(cfg: DictConfig) -> RunSettings:
         except ValueError as err:
             raise ConfigError(str(err)) from None
     engine = _get(cfg, "engine.name")
+    from presto.engines import ENGINE_KEYS
+
+    if engine in ENGINE_KEYS:  # here too, so that a sweep's points are checked before its first job
+        check_keys(OmegaConf.to_container(cfg.engine, resolve=True), "engine", f"engine={engine}", ENGINE_KEYS[engine])
     if engine == "toy":
         table = _get(cfg, "engine.table")
         if not Path(str(table)).is_file():
