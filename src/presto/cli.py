@@ -229,6 +229,8 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
         "acceptance_rate",
         "loglik_mean",
         "confidence_mean",
+        "loglik_rescored_mean",
+        "confidence_rescored_mean",
         "accuracy",
         "prefix_cache_hit_rate",
         "peak_kv_usage",

@@ -76,3 +76,19 @@ def test_run_rescore_key_on_the_command_line(toy_table, tmp_path):
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["loglik_rescored_mean"] == pytest.approx(summary["loglik_mean"], abs=1e-12)
     assert summary["confidence_rescored_mean"] == pytest.approx(summary["confidence_mean"], abs=1e-12)
+    assert "loglik_rescored_mean" in result.stdout and "confidence_rescored_mean" in result.stdout  # printed too
+    assert "notice: run.rescore" not in result.stderr  # the toy engine rescores entropies as well
+
+
+def test_an_engine_that_cannot_rescore_entropies_says_so():
+    import importlib.util
+
+    if importlib.util.find_spec("vllm") is None:
+        pytest.skip("vLLM is not installed")
+    from presto.engines.vllm import VLLMEngine
+
+    engine = VLLMEngine.__new__(VLLMEngine)  # the property reads one setting; no model needed
+    engine.exact_logprobs = False
+    assert "confidence_rescored" in engine.rescore_limits and "engine.exact_logprobs=true" in engine.rescore_limits
+    engine.exact_logprobs = True
+    assert engine.rescore_limits is None

@@ -47,6 +47,11 @@ def test_offline_wandb_run_holds_config_metrics_and_summary(toy_table, tmp_path)
     assert result.returncode == 0, result.stderr
     assert "W&B logging stopped" not in result.stderr
     (offline,) = list((wandb_dir / "wandb").glob("offline-run-*"))
+    # How to upload it: at the start, and again as the last line (the first is among engine logs).
+    hint = f"`wandb sync {offline}`"
+    why = "no API key: `wandb login` or WANDB_API_KEY"
+    assert f"notice: W&B is offline ({why}); upload later with {hint}" in result.stderr
+    assert result.stderr.strip().splitlines()[-1] == f"notice: this W&B run is offline; upload it with {hint}"
     summary = json.loads((run_dir / "summary.json").read_text())
     logged = json.loads((offline / "files" / "presto_summary.json").read_text())
     assert logged["call_time_s"] == summary["call_time_s"] and logged["chains"] == summary["chains"] == 4

@@ -218,6 +218,11 @@ class Engine(ABC):
         """Rescore ``tokens`` after ``prefix`` under p0: (log p0 per token, entropy per position)."""
         raise NotImplementedError(f"the {self.name} engine cannot rescore sequences")
 
+    @property
+    def rescore_limits(self) -> str | None:
+        """Why :meth:`score` returns NaN entropies here and how to get them; None when it does not."""
+        return None
+
     def metrics(self) -> dict[str, float]:
         """Engine-specific counters for summary.json (cache hit rate, KV usage, ...)."""
         return {}

@@ -476,6 +476,15 @@ class VLLMEngine(ChatText, Engine):
             entropy = np.asarray(record.entropy[:n], dtype=np.float64)
         return SuffixResult(tokens, logp0, logq_all[:, 0].copy(), entropy, logq_all[:, 1:].copy())
 
+    @property
+    def rescore_limits(self) -> str | None:
+        if self.exact_logprobs:
+            return None
+        return (
+            "vLLM's prompt logprobs carry no entropies, so rescoring gives loglik_rescored but not "
+            "confidence_rescored (engine.exact_logprobs=true adds it, slowly)"
+        )
+
     def score(self, prefix: Sequence[int], tokens: Sequence[int]) -> tuple[np.ndarray, np.ndarray]:
         """log p0 of ``tokens`` after ``prefix`` from prompt logprobs; entropy only on the exact path.
 

@@ -112,6 +112,7 @@ class WandbLogger:
         self.log_rounds = bool(logger_cfg.get("log_rounds", True))
         self.log_plots = bool(logger_cfg.get("log_plots", True))
         self._failed = False
+        self._sync_hint: str | None = None  # `wandb sync DIR` of an offline run
         self._run = None
         self._guard(self._init, logger_cfg.get("mode"), run_config)
 
@@ -154,10 +155,8 @@ class WandbLogger:
             **resume,
         )
         if mode == "offline":
-            print(
-                f"notice: W&B is offline ({why}); upload later with `wandb sync {Path(self._run.dir).parent}`",
-                file=sys.stderr,
-            )
+            self._sync_hint = f"`wandb sync {Path(self._run.dir).parent}`"
+            print(f"notice: W&B is offline ({why}); upload later with {self._sync_hint}", file=sys.stderr)
         self._run.config.update({"run_dir": str(self.run_dir)}, allow_val_change=True)
         self._run.define_metric("round/index")
         self._run.define_metric("round/*", step_metric="round/index")
@@ -256,3 +255,5 @@ class WandbLogger:
                 run.finish()
             except Exception as err:
                 print(f"warning: W&B finish failed: {type(err).__name__}: {err}", file=sys.stderr)
+            if self._sync_hint:  # again at the end: the first notice is far up, among engine logs
+                print(f"notice: this W&B run is offline; upload it with {self._sync_hint}", file=sys.stderr)

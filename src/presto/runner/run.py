@@ -362,6 +362,8 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     if traversal is not None and isinstance(kernel, Kernel):
         warn_if_not_exact(engine)
     announce_predictor(traversal)
+    if settings.rescore and engine.rescore_limits:
+        print(f"notice: run.rescore: {engine.rescore_limits}", file=sys.stderr)
     writer = RunWriter(run_dir, settings.resume)
     logger = build_logger(
         OmegaConf.to_container(cfg.logger, resolve=True) if "logger" in cfg else None,
