@@ -9,7 +9,15 @@ prompts, engine, model, dataset) when one is among them: speedup and its decompo
 and a paired TOST on log-likelihood and confidence. Settings whose headings would read
 alike name the keys that tell them apart; a PreSTO run without a sequential run of its
 setting names the keys in which the nearest sequential run differs. Runs that did not
-finish every configured chain are listed at the top. Prints the report's path.
+finish every configured chain are listed at the top.
+
+Test-time baselines (sampler=lowtemp|best_of_n|power_smc) get Case Study 8 tables: one per
+task (engine, model, dataset, alpha, n; a baseline's unused steps/block_size do not count),
+with a row per run, MH runs (sequential and PreSTO) beside the baselines: options (K, B,
+N_pf; N; P), answers, call and wall time and model calls per prompt, time relative to
+lowtemp, accuracy, n. Runs that did not all run the same prompts are compared over the
+prompts they share (a note says so); a note states the horizons (MH: all n tokens;
+baselines: up to n, stopped at EOS). Prints the report's path.
 """
 
 from __future__ import annotations

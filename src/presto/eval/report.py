@@ -5,23 +5,28 @@ markdown file: per sampler and setting, a table of every run's chain progress
 (transitions per call), cost (time per call, summed call time), speedup over the
 sequential run of the same setting with its decomposition, accuracy and quality; the
 paired TOST of each PreSTO run against that sequential run with a pooled test per
-sampler; the test-time baselines' time and memory; and the figures of presto.eval.plots.
+sampler; Case Study 8: per task (engine, model, dataset, α, n) the MH runs beside the test-time
+baselines, per prompt over the prompts they share; and the figures of presto.eval.plots.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from presto.config import describe_differences
 from presto.eval.runs import (
     QUALITY_STATS,
     Comparison,
     RunData,
+    case_study_groups,
     compare,
     nearest_sequential,
     pairing_note,
     pool,
+    prompt_figures,
     sequential_baseline,
 )
 from presto.eval.tost import DEFAULT_LEVEL, DEFAULT_MARGIN_SD, PooledResult, interval_percent
@@ -212,6 +217,187 @@ def _run_order(run: RunData) -> tuple:
     return (not run.is_sequential, str(run.summary.get("traversal")), run.summary.get("n_pf") or 0)
 
 
+CASE_STUDY_INTRO = (
+    "Case Study 8: the MH runs (sequential and PreSTO) beside the test-time baselines of the same task "
+    "(engine, model, dataset, α, n). Per prompt = the summed figure of a prompt's answers (chains), "
+    "averaged over the prompts; call time is the time inside model calls, wall time the answers' own; "
+    "× lowtemp = call time per prompt over the (first) lowtemp row's; peak KV is the whole run's."
+)
+NEAR_TASK_KEYS = 2
+"""A baseline without an MH run of its task names the MH run whose task differs in at most this many keys."""
+
+
+def _method(run: RunData) -> str:
+    if run.is_test_time_baseline:
+        return str(run.sampler_name)
+    traversal = run.summary.get("traversal")
+    return f"{run.sampler_name} ({traversal})" if run.is_sequential else f"PreSTO-{run.sampler_name} ({traversal})"
+
+
+def _options(run: RunData) -> str:
+    """The options that size a run: K, B and N_pf for MH; N for best_of_n; P and B for power_smc."""
+    s = run.summary
+    sampler = run.config.get("sampler", {}) if run.config else {}
+
+    def option(key: str) -> Any:
+        value = sampler.get(key)
+        if value is None:  # a chain record carries it where config.yaml is absent
+            value = next((r[key] for r in run.chains if r.get(key) is not None), None)
+        return value
+
+    if run.sampler_name == "lowtemp":
+        return "one answer"
+    if run.sampler_name == "best_of_n":
+        return f"N={_fmt(option('num_samples'))}, score={sampler.get('score', 'logq')}"
+    if run.sampler_name == "power_smc":
+        return f"P={_fmt(option('num_particles'))}, B={_fmt(s.get('block_size'))}"
+    text = f"K={_fmt(s.get('steps'))}, B={_fmt(s.get('block_size'))}"
+    return text if run.is_sequential else f"{text}, N_pf={_fmt(s.get('n_pf'))}"
+
+
+def _case_study_order(run: RunData) -> tuple:
+    """MH runs first (sequential, then by traversal and budget), then lowtemp, best_of_n, power_smc by size."""
+    baselines = ("lowtemp", "best_of_n", "power_smc")
+    if not run.is_test_time_baseline:
+        return (0, *_run_order(run))
+    size = run._select("sampler.num_samples") or run._select("sampler.num_particles") or 0
+    return (1, baselines.index(run.sampler_name) if run.sampler_name in baselines else 9, str(size))
+
+
+def _task_title(run: RunData) -> str:
+    values = run.task_values()
+    where = [f"{k.split('.')[0]}={values[k]}" for k in ("engine.name", "model.path", "dataset.name") if values.get(k)]
+    if not where:
+        where = ["engine, model and dataset unknown (no config.yaml)"]
+    return f"{', '.join(where)}; α={_fmt(values.get('sampler.alpha'))}, n={values.get('sampler.max_new_tokens')}"
+
+
+def _task_titles(groups: Sequence[Sequence[RunData]], max_keys: int = 4) -> list[str]:
+    """One heading per task; tasks whose headings would read alike name the keys that differ."""
+    titles = [_task_title(g[0]) for g in groups]
+    for title in set(titles):
+        members = [i for i, t in enumerate(titles) if t == title]
+        if len(members) < 2:
+            continue
+        values = {i: groups[i][0].task_values() for i in members}
+        keys = sorted(k for k in set().union(*values.values()) if len({repr(v.get(k)) for v in values.values()}) > 1)
+        for i in members:
+            shown = [f"{k}={values[i].get(k)!r}" for k in keys[:max_keys]] + (["…"] if len(keys) > max_keys else [])
+            titles[i] += f" [{', '.join(shown)}]"
+    return titles
+
+
+def _run_names(runs: Sequence[RunData]) -> dict[Path, str]:
+    """Each run's directory relative to the runs' common parent (its own name when alone)."""
+    paths = [run.path.resolve() for run in runs]
+    common = Path(os.path.commonpath(paths)) if len(paths) > 1 else paths[0].parent
+    return {run.path: (p.relative_to(common).as_posix() or p.name) for run, p in zip(runs, paths, strict=True)}
+
+
+def case_study_lines(runs: Sequence[RunData]) -> list[str]:
+    """Case Study 8 tables: per task holding a test-time baseline, one row per run (MH and baselines)."""
+    groups = case_study_groups(runs)
+    if not groups:
+        return []
+    mh_runs = [r for r in runs if not r.is_test_time_baseline]
+    lines = ["## Case Study 8: MH runs against test-time baselines", "", CASE_STUDY_INTRO, ""]
+    for group, title in zip(groups, _task_titles(groups), strict=True):
+        group = sorted(group, key=_case_study_order)
+        prompt_sets = [run.prompt_ids for run in group]
+        shared = set.intersection(*prompt_sets)
+        notes = []
+        prompts = None
+        if len({frozenset(p) for p in prompt_sets}) > 1:
+            others = [(run, p) for run, p in zip(group, prompt_sets, strict=True) if p != shared]
+            counts = "; ".join(f"{run.path}: {len(p)}" for run, p in others)
+            if shared:
+                prompts = shared
+                notes.append(
+                    f"- note: the runs did not all run the same prompts: {len(shared)} prompts are shared by all "
+                    f"(other prompt counts: {counts}), and the per-prompt figures and accuracy are over those "
+                    f"{len(shared)} shared prompts only"
+                )
+            else:
+                notes.append(
+                    f"- note: the runs share no prompt ({counts}), so each row is over its own prompts "
+                    "and the rows do not compare like with like"
+                )
+        figures = [prompt_figures(run, prompts) for run in group]
+        heading_prompts = len(shared) if shared else max(len(p) for p in prompt_sets)
+        lines += [f"### {title}, {heading_prompts} prompts", ""]
+        names = _run_names(group)
+        reference = next((f for run, f in zip(group, figures, strict=True) if run.sampler_name == "lowtemp"), None)
+        rows = []
+        for run, fig in zip(group, figures, strict=True):
+            relative = None
+            if reference is not None and reference.call_time and fig.call_time is not None:
+                relative = fig.call_time / reference.call_time
+            rows.append(
+                [
+                    _method(run),
+                    names[run.path],
+                    _options(run),
+                    run.summary.get("tau"),
+                    fig.answers,
+                    fig.call_time,
+                    fig.wall_time,
+                    fig.model_calls,
+                    relative,
+                    fig.accuracy,
+                    run.summary.get("peak_kv_usage"),
+                    run.summary.get("max_new_tokens"),
+                ]
+            )
+        lines += _table(
+            (
+                "method",
+                "run",
+                "options",
+                "τ",
+                "answers",
+                "call time/prompt (s)",
+                "wall time/prompt (s)",
+                "calls/prompt",
+                "× lowtemp",
+                "accuracy",
+                "peak KV",
+                "n",
+            ),
+            rows,
+        )
+        has_mh = any(not run.is_test_time_baseline for run in group)
+        n = group[0].task_values().get("sampler.max_new_tokens")
+        if has_mh:
+            baselines = ", ".join(dict.fromkeys(str(r.sampler_name) for r in group if r.is_test_time_baseline))
+            notes.insert(
+                0,
+                f"- note: horizons differ: the MH runs always generate n={n} tokens (fixed horizon, EOS ignored), "
+                f"whereas the baselines ({baselines}) stop each answer at its first EOS, so they generate up to "
+                f"n={n} tokens",
+            )
+        else:
+            near = []
+            values = group[0].task_values()
+            for run in mh_runs:
+                differences = describe_differences(run.task_values(), values, " vs ")
+                if 0 < len(differences) <= NEAR_TASK_KEYS:
+                    near.append((len(differences), str(run.path), differences))
+            hint = ""
+            if near:
+                _, path, differences = min(near)
+                hint = f"; the MH run {path} differs in {'; '.join(differences)} (its vs the baselines')"
+            notes.append(f"- note: no MH run of this task here, so the baselines stand alone{hint}")
+        per_prompt = {run.path: f.answers / f.prompts for run, f in zip(group, figures, strict=True) if f.prompts}
+        if len(set(per_prompt.values())) > 1:
+            counts = ", ".join(f"{_method(r)}: {_fmt(per_prompt[r.path])}" for r in group if r.path in per_prompt)
+            notes.append(
+                f"- note: the runs draw different numbers of answers per prompt ({counts}); "
+                "per-prompt figures sum a prompt's answers"
+            )
+        lines += ["", *notes, ""]
+    return lines
+
+
 def build_report(
     runs: Sequence[RunData],
     out_path: Path,
@@ -329,49 +515,7 @@ def build_report(
                 lines.append("")
 
     if baseline_runs:
-        lines += [
-            "## Test-time baselines",
-            "",
-            "Time is summed model-call time per prompt (answer). Log-likelihood and confidence are "
-            "averaged over each answer up to its EOS, whereas MH chains run (and are averaged over) the "
-            "full horizon n, so compare those two columns within a table, not across them.",
-            "",
-        ]
-        rows = []
-        for run in baseline_runs:
-            s = run.summary
-            size = run.config.get("sampler", {}) if run.config else {}
-            width = size.get("num_samples") or size.get("num_particles")
-            rows.append(
-                [
-                    s.get("sampler"),
-                    width,
-                    s.get("chains"),
-                    _mean_chain(run, "call_time_s"),
-                    _mean_chain(run, "wall_time_s"),
-                    _mean_chain(run, "model_calls"),
-                    s.get("peak_kv_usage"),
-                    s.get("accuracy"),
-                    s.get("loglik_mean"),
-                    s.get("confidence_mean"),
-                ]
-            )
-        lines += _table(
-            (
-                "sampler",
-                "N or P",
-                "answers",
-                "call time/answer (s)",
-                "wall time/answer (s)",
-                "calls/answer",
-                "peak KV",
-                "accuracy",
-                "loglik",
-                "confidence",
-            ),
-            rows,
-        )
-        lines.append("")
+        lines += case_study_lines(runs)
 
     if figures:
         from presto.eval.plots import make_plots

@@ -34,6 +34,17 @@ QUALITY_STATS = ("loglik", "confidence")
 # A run without config.yaml is described by these summary keys instead.
 SETTING_SECTIONS = ("engine", "model", "dataset", "sampler")
 SETTING_KEYS = ("sampler", "alpha", "tau", "max_new_tokens", "block_size", "steps", "prompts")
+# Sampler keys a test-time baseline (sampler=NAME, traversal "none") carries in its config and
+# summary but does not use: they neither tell its setting apart nor show up as differences.
+BASELINE_UNUSED_KEYS = {
+    "lowtemp": ("steps", "block_size"),
+    "best_of_n": ("steps", "block_size"),
+    "power_smc": ("steps",),
+}
+# What a Case Study 8 group shares (``RunData.task_values``): the engine, model and dataset
+# sections except the prompt count (which prompts ran is read from chains.jsonl), plus α and n.
+TASK_SECTIONS = ("engine", "model", "dataset")
+TASK_FREE_KEYS = ("dataset.num_prompts",)
 
 
 @dataclass
@@ -130,14 +141,59 @@ class RunData:
             "(interrupted? resume it with run.resume=true), so its figures cover only those"
         )
 
+    @property
+    def sampler_name(self) -> Any:
+        """The summary's sampler (else config.yaml's sampler.name)."""
+        return self.summary.get("sampler") or self._select("sampler.name")
+
+    @property
+    def is_test_time_baseline(self) -> bool:
+        """lowtemp, best_of_n or power_smc: whole answers, no MH transitions."""
+        return self.sampler_name in BASELINE_UNUSED_KEYS
+
     def setting_values(self) -> dict[str, Any]:
-        """Dotted key -> value of everything that must agree for a baseline/variant pair."""
+        """Dotted key -> value of everything that must agree for a baseline/variant pair.
+
+        A test-time baseline's unused sampler keys (``BASELINE_UNUSED_KEYS``) are left out.
+        """
         if not self.config:  # a run directory without config.yaml: what its summary says
-            return {f"summary.{k}": self.summary.get(k) for k in SETTING_KEYS}
-        values = {}
-        for section in SETTING_SECTIONS:
-            values.update(flatten(self.config.get(section, {}), section))
+            values = {f"summary.{k}": self.summary.get(k) for k in SETTING_KEYS}
+            prefix = "summary"
+        else:
+            values = {}
+            for section in SETTING_SECTIONS:
+                values.update(flatten(self.config.get(section, {}), section))
+            prefix = "sampler"
+        for key in BASELINE_UNUSED_KEYS.get(self.sampler_name, ()):
+            values.pop(f"{prefix}.{key}", None)
         return values
+
+    def task_values(self) -> dict[str, Any]:
+        """Dotted key -> value of what runs compared in Case Study 8 share: engine, model and
+        dataset (not its prompt count: the prompts that ran come from chains.jsonl), α and n."""
+        values = {
+            k: v
+            for k, v in self.setting_values().items()
+            if k.split(".")[0] in TASK_SECTIONS and k not in TASK_FREE_KEYS
+        }
+        for key in ("alpha", "max_new_tokens"):
+            value = self.summary.get(key)
+            values[f"sampler.{key}"] = value if value is not None else self._select(f"sampler.{key}")
+        return values
+
+    def task(self) -> tuple:
+        """A hashable form of ``task_values``."""
+        return tuple(sorted((k, repr(v)) for k, v in self.task_values().items()))
+
+    @cached_property
+    def answers(self) -> dict[tuple[str, int], dict[str, Any]]:
+        """(prompt_id, chain) -> its chain record; of a chain recorded twice, the later record."""
+        return {(r["prompt_id"], r["chain"]): r for r in self.chains}
+
+    @property
+    def prompt_ids(self) -> set[str]:
+        """The prompts of the finished chains (answers) in chains.jsonl."""
+        return {prompt for prompt, _ in self.answers}
 
     def setting(self) -> tuple:
         """A hashable form of ``setting_values`` (all but the stepper, seed, logger and run options)."""
@@ -260,6 +316,54 @@ def load_runs(paths: Sequence[Path]) -> list[RunData]:
     if not runs:
         raise ValueError(f"no run directory (with summary.json) under {' '.join(map(str, paths))}")
     return runs
+
+
+@dataclass(frozen=True)
+class PromptFigures:
+    """A run's cost and accuracy per prompt over a set of prompts (its answers' sums per prompt, averaged)."""
+
+    prompts: int
+    answers: int
+    call_time: float | None  # summed model-call time of the prompt's answers, mean over prompts
+    wall_time: float | None  # summed wall time of the prompt's answers (None if a record lacks it)
+    model_calls: float | None
+    accuracy: float | None  # mean of ``correct`` over the graded answers; None when none is graded
+    graded: int
+
+
+def prompt_figures(run: RunData, prompts: set[str] | None = None) -> PromptFigures:
+    """Per-prompt figures of ``run`` over ``prompts`` (default: all of its own).
+
+    Over all of a run's prompts, ``call_time`` is summary.json's call_time_s / prompts.
+    """
+    records = [r for (prompt, _), r in run.answers.items() if prompts is None or prompt in prompts]
+    count = len({r["prompt_id"] for r in records})
+
+    def per_prompt(key: str) -> float | None:
+        values = [r.get(key) for r in records]
+        if not count or any(isinstance(v, bool) or not isinstance(v, int | float) for v in values):
+            return None
+        return float(sum(values)) / count
+
+    graded = [r["correct"] for r in records if isinstance(r.get("correct"), bool | int | float)]
+    return PromptFigures(
+        prompts=count,
+        answers=len(records),
+        call_time=per_prompt("call_time_s"),
+        wall_time=per_prompt("wall_time_s"),
+        model_calls=per_prompt("model_calls"),
+        accuracy=float(np.mean(graded)) if graded else None,
+        graded=len(graded),
+    )
+
+
+def case_study_groups(runs: Sequence[RunData]) -> list[list[RunData]]:
+    """Runs grouped by task (``RunData.task_values``: engine, model, dataset, α, n), in order of
+    first appearance; only groups holding a test-time baseline (Case Study 8's comparison)."""
+    groups: dict[tuple, list[RunData]] = {}
+    for run in runs:
+        groups.setdefault(run.task(), []).append(run)
+    return [g for g in groups.values() if any(r.is_test_time_baseline for r in g)]
 
 
 def pair_chains(baseline: RunData, variant: RunData) -> list[tuple[dict[str, Any], dict[str, Any]]]:
