@@ -103,7 +103,7 @@ def pooled_rows(pooled: Mapping[str, PooledResult | None]) -> list[list[Any]]:
 
 def pooled_header(level: float = DEFAULT_LEVEL) -> tuple[str, ...]:
     ci = f"{interval_percent(level)} CI"
-    return ("statistic", "pairs pooled", "pooled diff (SD units)", ci, "margin (SD)", "p_eq", "equivalent")
+    return ("statistic", "run pairs pooled", "pooled diff (SD units)", ci, "margin (SD)", "p_eq", "equivalent")
 
 
 def comparison_lines(
