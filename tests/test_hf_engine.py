@@ -121,9 +121,40 @@ def test_a_presto_run_says_when_its_chains_may_not_equal_sequential_ones(tmp_pat
 
 
 def test_an_unknown_hf_engine_key_is_refused_not_ignored():
-    """+engine.device=cuda would otherwise run on the CPU without a word (the hf engine keeps tensors there)."""
     from presto.config import ConfigError
     from presto.engines import build_engine
 
-    with pytest.raises(ConfigError, match=r"engine\.device is not a key of engine=hf"):
-        build_engine({"name": "hf", "dtype": "float64", "device": "cuda"}, {"path": "unused"})
+    with pytest.raises(ConfigError, match=r"engine\.devices is not a key of engine=hf"):
+        build_engine({"name": "hf", "dtype": "float64", "devices": "cuda"}, {"path": "unused"})
+
+
+def test_a_device_that_is_not_there_is_one_clear_line(engine):
+    import torch
+
+    from presto.config import ConfigError
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(ConfigError, match=r"engine\.device=cuda but torch sees no CUDA GPU"):
+        HFEngine(engine.model_dir, dtype="float64", device="cuda")
+    with pytest.raises(ConfigError, match=r"engine\.device=gpu0 is not a torch device"):
+        HFEngine(engine.model_dir, dtype="float64", device="gpu0")
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_presto_chains_equal_sequential_chains_and_the_cpu_statistics(engine, prompt):
+    import torch
+
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    gpu = HFEngine(engine.model_dir, dtype="float64", device="cuda")
+    request = SuffixRequest(tuple(prompt), 12, 0.5, 5, (0.25, 1.0))
+    (on_cpu,), (on_gpu,) = engine.generate([request]), gpu.generate([request])
+    np.testing.assert_allclose(on_gpu.logp0, on_cpu.logp0, rtol=0, atol=1e-9)  # float64 on both
+    np.testing.assert_allclose(on_gpu.logq_extra, on_cpu.logq_extra, rtol=0, atol=1e-9)
+    kernel, schedule = PowerMH(alpha=4.0, tau=0.25), BlockSchedule(16, 8, 10)
+    key = ChainKey(3, 0, 0)
+    sequential, seq_trace = run_chain(kernel, gpu, SequentialStepper(), list(prompt), key, schedule)
+    presto, presto_trace = run_chain(kernel, gpu, PrefetchStepper(BreadthFirst(), 6), list(prompt), key, schedule)
+    np.testing.assert_array_equal(presto.tokens, sequential.tokens)
+    assert presto_trace.accepts == seq_trace.accepts

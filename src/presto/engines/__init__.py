@@ -8,7 +8,7 @@ from typing import Any
 from presto.engines.base import CallStats, Engine, SuffixRequest, SuffixResult
 
 ENGINES = ("toy", "hf", "vllm")
-ENGINE_KEYS = {"toy": ("name", "table"), "hf": ("name", "dtype", "threads")}
+ENGINE_KEYS = {"toy": ("name", "table"), "hf": ("name", "dtype", "threads", "device")}
 """The keys each engine reads from its config group (an unknown one is refused, not ignored)."""
 
 
@@ -29,7 +29,12 @@ def build_engine(engine_cfg: Mapping[str, Any], model_cfg: Mapping[str, Any] | N
         from presto.models import resolve_model_dir
 
         model_dir = resolve_model_dir(str(model_cfg["path"]), model_cfg.get("cache_dir"))
-        return HFEngine(model_dir, dtype=engine_cfg.get("dtype", "float32"), threads=engine_cfg.get("threads"))
+        return HFEngine(
+            model_dir,
+            dtype=engine_cfg.get("dtype", "float32"),
+            threads=engine_cfg.get("threads"),
+            device=engine_cfg.get("device", "cpu"),
+        )
     if name == "vllm":
         from presto.engines.vllm import VLLMEngine
         from presto.models import resolve_model_dir

@@ -1,4 +1,4 @@
-"""transformers engine: every request of a call decoded together as one batch on CPU.
+"""transformers engine: every request of a call decoded together as one batch (CPU or a GPU).
 
 KV-cache reuse: the requests of a call are grouped into chains of prefixes (in a PreSTO
 round they are all prefixes of the root sequence). A group runs ONE forward pass over its
@@ -17,6 +17,11 @@ of its neighbours, which is why the row is not dropped).
 
 Sampling is per row, from the request's own generator (batch-invariant); statistics are
 computed in float64 from the same logits row (log p0 raw, log q tempered, entropy).
+
+``device`` is a torch device (``cpu``, ``cuda``, ``cuda:1``): the model, its cache and every
+per-step tensor live there, and only the sampled tokens and statistics come back to the host.
+The generators that draw each row's uniform stay on the host, so a request's tokens are the
+same function of (prefix, temperature, seed) on every device, up to the device's rounding.
 """
 
 from __future__ import annotations
@@ -54,7 +59,9 @@ def group_prefix_chains(requests: Sequence[SuffixRequest]) -> list[list[int]]:
 class HFEngine(ChatText, Engine):
     name = "hf"
 
-    def __init__(self, model_dir: str | Path, dtype: str = "float32", threads: int | None = None) -> None:
+    def __init__(
+        self, model_dir: str | Path, dtype: str = "float32", threads: int | None = None, device: str = "cpu"
+    ) -> None:
         super().__init__()
         if dtype not in _DTYPES:
             raise ValueError(f"engine.dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
@@ -62,13 +69,14 @@ class HFEngine(ChatText, Engine):
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
+        self.device = _torch_device(torch, device)
         hf_logging.disable_progress_bar()
         if threads:
             torch.set_num_threads(int(threads))
         self._torch = torch
         self.dtype = getattr(torch, dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=self.dtype)
+        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=self.dtype).to(self.device)
         self.model.eval()
         # transformers renamed `past_key_values` to `cache` in 5.2x; accept both.
         forward_params = inspect.signature(self.model.forward).parameters
@@ -108,12 +116,13 @@ class HFEngine(ChatText, Engine):
             raise ValueError("score needs a non-empty prefix and at least one token")
         self.check_fits(len(prefix) + len(tokens), "rescoring (prefix + tokens)")
         ids = list(prefix) + [int(t) for t in tokens]
+        device = self.device
         with torch.inference_mode():
-            logits = self.model(input_ids=torch.tensor([ids])).logits[0, len(prefix) - 1 : len(ids) - 1]
+            logits = self.model(input_ids=torch.tensor([ids], device=device)).logits[0, len(prefix) - 1 : len(ids) - 1]
             logp = torch.log_softmax(logits.double(), dim=-1)
             entropy = -(logp.exp() * logp).sum(-1)
-            picked = logp.gather(1, torch.tensor(tokens, dtype=torch.long)[:, None])[:, 0]
-        return picked.numpy(), entropy.numpy()
+            picked = logp.gather(1, torch.tensor(tokens, dtype=torch.long, device=device)[:, None])[:, 0]
+        return picked.cpu().numpy(), entropy.cpu().numpy()
 
     def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
         results: list[SuffixResult | None] = [None] * len(requests)
@@ -131,13 +140,16 @@ class HFEngine(ChatText, Engine):
         # Longest suffix first, so finished rows are always a tail of the batch.
         order = sorted(range(len(group)), key=lambda i: -group[i].num_new_tokens)
         rows = [group[i] for i in order]
+        device = self.device
         shared = max((r.prefix for r in rows), key=len)
-        lengths = torch.tensor([len(r.prefix) for r in rows])
-        if int(lengths.min()) < 1:
+        if min(len(r.prefix) for r in rows) < 1:
             raise ValueError("the hf engine needs a non-empty prefix (prompt) for every request")
+        lengths = torch.tensor([len(r.prefix) for r in rows], device=device)
         width = len(shared)
         cache = DynamicCache(config=self.model.config)
-        first_logits = self._forward(torch.tensor([shared]), cache, logits_to_keep=torch.unique(lengths - 1))[0]
+        first_logits = self._forward(
+            torch.tensor([shared], device=device), cache, logits_to_keep=torch.unique(lengths - 1)
+        )[0]
         # Map each row to its row in the kept logits (torch.unique sorts the positions).
         kept = torch.unique(lengths - 1)
         logits = first_logits[torch.searchsorted(kept, lengths - 1)]
@@ -145,9 +157,9 @@ class HFEngine(ChatText, Engine):
         batch = len(rows)
         cache.batch_repeat_interleave(batch)
         # Positions >= m of row r belong to S, not to the row's own prefix: mask them.
-        mask = (torch.arange(width)[None, :] < lengths[:, None]).long()
+        mask = (torch.arange(width, device=device)[None, :] < lengths[:, None]).long()
         generators = [request_generator(r.seed) for r in rows]
-        temperatures = torch.tensor([r.temperature for r in rows], dtype=torch.float64)
+        temperatures = torch.tensor([r.temperature for r in rows], dtype=torch.float64, device=device)
         steps = max(r.num_new_tokens for r in rows)
         tokens = np.zeros((batch, steps), dtype=np.int64)
         logp0_out = np.zeros((batch, steps))
@@ -161,20 +173,30 @@ class HFEngine(ChatText, Engine):
         stopping = [r.stop_at_eos and eos.size > 0 for r in rows]
         active = batch
         for step in range(steps):
-            uniforms = torch.tensor([g.random() for g in generators[:active]], dtype=torch.float64)
+            uniforms = torch.tensor([g.random() for g in generators[:active]], dtype=torch.float64, device=device)
             logits64 = logits.double()
             logp0 = torch.log_softmax(logits64, dim=-1)
             logq = torch.log_softmax(logits64 / temperatures[:active, None], dim=-1)
             cdf = torch.cumsum(torch.exp(logq - logq.max(dim=-1, keepdim=True).values), dim=-1)
             picked = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True)[:, 0]
             picked = picked.clamp(max=cdf.shape[-1] - 1)
-            tokens[:active, step] = picked.numpy()
-            logp0_out[:active, step] = logp0.gather(1, picked[:, None])[:, 0].numpy()
-            logq_out[:active, step] = logq.gather(1, picked[:, None])[:, 0].numpy()
-            entropy_out[:active, step] = (-(logp0.exp() * logp0).sum(-1)).numpy()
+            # One transfer of this step's numbers to the host (a sync on a GPU).
+            step_out = torch.stack(
+                [
+                    picked.double(),
+                    logp0.gather(1, picked[:, None])[:, 0],
+                    logq.gather(1, picked[:, None])[:, 0],
+                    -(logp0.exp() * logp0).sum(-1),
+                ]
+            ).cpu()
+            tokens[:active, step] = step_out[0].numpy().astype(np.int64)
+            logp0_out[:active, step] = step_out[1].numpy()
+            logq_out[:active, step] = step_out[2].numpy()
+            entropy_out[:active, step] = step_out[3].numpy()
             for row in range(active):
-                for j, t in enumerate(extra[row]):
-                    extra_out[row][step, j] = float(torch.log_softmax(logits64[row] / t, dim=-1)[picked[row]])
+                if extra[row]:  # one log-softmax per temperature, as ever (same bits); one transfer per row
+                    values = [torch.log_softmax(logits64[row] / t, dim=-1)[picked[row]] for t in extra[row]]
+                    extra_out[row][step] = torch.stack(values).cpu().numpy()
             for row in range(active):
                 if stopping[row] and length[row] > step + 1 and tokens[row, step] in eos:
                     length[row] = step + 1
@@ -182,14 +204,13 @@ class HFEngine(ChatText, Engine):
             if not any(length[row] > step + 1 for row in range(still)):
                 break
             if still < active:
-                cache.batch_select_indices(torch.arange(still))
+                cache.batch_select_indices(torch.arange(still, device=device))
                 mask = mask[:still]
                 active = still
-            mask = torch.cat([mask, torch.ones(active, 1, dtype=mask.dtype)], dim=1)
+            mask = torch.cat([mask, torch.ones(active, 1, dtype=mask.dtype, device=device)], dim=1)
             positions = (lengths[:active] + step)[:, None]
-            logits = self._forward(
-                torch.from_numpy(tokens[:active, step : step + 1]), cache, attention_mask=mask, position_ids=positions
-            )[:, -1]
+            next_ids = torch.from_numpy(tokens[:active, step : step + 1]).to(device)
+            logits = self._forward(next_ids, cache, attention_mask=mask, position_ids=positions)[:, -1]
 
         out: list[SuffixResult | None] = [None] * batch
         for row, original in enumerate(order):
@@ -202,6 +223,21 @@ class HFEngine(ChatText, Engine):
                 extra_out[row] if n == rows[row].num_new_tokens else extra_out[row][:n].copy(),
             )
         return out  # type: ignore[return-value]
+
+
+def _torch_device(torch, device: str):
+    """``engine.device`` as a torch device; a GPU that is not there is one clear line."""
+    from presto.config import ConfigError
+
+    try:
+        resolved = torch.device(str(device))
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"engine.device={device} is not a torch device (cpu, cuda, cuda:N)") from None
+    if resolved.type == "cuda" and not torch.cuda.is_available():
+        raise ConfigError(f"engine.device={device} but torch sees no CUDA GPU (torch {torch.__version__})")
+    if resolved.type not in ("cpu", "cuda"):
+        raise ConfigError(f"engine.device={device}: the hf engine runs on cpu or cuda")
+    return resolved
 
 
 def default_threads() -> int:
