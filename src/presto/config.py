@@ -8,6 +8,7 @@ Every message names the key and the allowed range, as vLLM's ``SamplingParams`` 
 from __future__ import annotations
 
 import math
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -75,6 +76,12 @@ def describe_differences(a: dict[str, Any], b: dict[str, Any], joiner: str, igno
     """'key (a<joiner>b)' for each dotted key whose values differ in two flattened configs."""
     keys = sorted(k for k in a.keys() | b.keys() if a.get(k) != b.get(k) and not ignore(k))
     return [f"{k} ({a.get(k)!r}{joiner}{b.get(k)!r})" for k in keys]
+
+
+def differing_keys(values: Sequence[Mapping[str, Any]]) -> list[str]:
+    """The dotted keys, sorted, on which several flattened configs do not all agree (a missing key counts as None)."""
+    keys = set().union(*values) if values else set()
+    return sorted(k for k in keys if len({repr(v.get(k)) for v in values}) > 1)
 
 
 def _get(cfg: DictConfig, key: str) -> Any:

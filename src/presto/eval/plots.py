@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from presto.config import differing_keys
 from presto.eval.runs import RunData, chain_progress, compare, nearest_sequential, sequential_baseline
 
 EPSILON = 0.01
@@ -497,7 +498,7 @@ def run_labels(runs: Sequence[RunData], max_keys: int = 2) -> list[str]:
 
     for group in collisions():
         values = {i: runs[i].setting_values() for i in group}
-        keys = sorted(k for k in set().union(*values.values()) if len({repr(v.get(k)) for v in values.values()}) > 1)
+        keys = differing_keys(list(values.values()))
         for i in group:
             extras[i] += [f"{k.removeprefix('summary.')}={_short(values[i].get(k))}" for k in keys[:max_keys]]
             extras[i] += ["…"] if len(keys) > max_keys else []

@@ -16,7 +16,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from presto.config import describe_differences
+from presto.config import describe_differences, differing_keys
 from presto.eval.runs import (
     QUALITY_STATS,
     Comparison,
@@ -177,22 +177,33 @@ def comparison_lines(
     return lines
 
 
-def _setting_titles(groups: Sequence[Sequence[RunData]], max_keys: int = 4) -> list[str]:
-    """One heading per setting; settings whose headings would read alike name the keys that differ."""
-    titles = [_setting_title(g[0]) for g in groups]
+def _titles_told_apart(
+    groups: Sequence[Sequence[RunData]],
+    title: Callable[[RunData], str],
+    values: Callable[[RunData], dict[str, Any]],
+    max_keys: int = 4,
+) -> list[str]:
+    """One heading per group (``title`` of its first run); headings that would read alike
+    name the keys on which their ``values`` differ (at most ``max_keys``, then "…")."""
+    titles = [title(g[0]) for g in groups]
     alike: dict[str, list[int]] = {}
-    for i, title in enumerate(titles):
-        alike.setdefault(title, []).append(i)
+    for i, text in enumerate(titles):
+        alike.setdefault(text, []).append(i)
     for members in alike.values():
         if len(members) < 2:
             continue
-        values = {i: groups[i][0].setting_values() for i in members}
-        keys = sorted(k for k in set().union(*values.values()) if len({repr(v.get(k)) for v in values.values()}) > 1)
+        shown_values = {i: values(groups[i][0]) for i in members}
+        keys = differing_keys(list(shown_values.values()))
         for i in members:
-            shown = [f"{k.removeprefix('summary.')}={values[i].get(k)!r}" for k in keys[:max_keys]]
+            shown = [f"{k.removeprefix('summary.')}={shown_values[i].get(k)!r}" for k in keys[:max_keys]]
             shown += ["…"] if len(keys) > max_keys else []
             titles[i] += f" [{', '.join(shown)}]"
     return titles
+
+
+def _setting_titles(groups: Sequence[Sequence[RunData]]) -> list[str]:
+    """One heading per setting; settings whose headings would read alike name the keys that differ."""
+    return _titles_told_apart(groups, _setting_title, RunData.setting_values)
 
 
 def _setting_title(run: RunData) -> str:
@@ -272,19 +283,9 @@ def _task_title(run: RunData) -> str:
     return f"{', '.join(where)}; α={_fmt(values.get('sampler.alpha'))}, n={values.get('sampler.max_new_tokens')}"
 
 
-def _task_titles(groups: Sequence[Sequence[RunData]], max_keys: int = 4) -> list[str]:
+def _task_titles(groups: Sequence[Sequence[RunData]]) -> list[str]:
     """One heading per task; tasks whose headings would read alike name the keys that differ."""
-    titles = [_task_title(g[0]) for g in groups]
-    for title in set(titles):
-        members = [i for i, t in enumerate(titles) if t == title]
-        if len(members) < 2:
-            continue
-        values = {i: groups[i][0].task_values() for i in members}
-        keys = sorted(k for k in set().union(*values.values()) if len({repr(v.get(k)) for v in values.values()}) > 1)
-        for i in members:
-            shown = [f"{k}={values[i].get(k)!r}" for k in keys[:max_keys]] + (["…"] if len(keys) > max_keys else [])
-            titles[i] += f" [{', '.join(shown)}]"
-    return titles
+    return _titles_told_apart(groups, _task_title, RunData.task_values)
 
 
 def _run_names(runs: Sequence[RunData]) -> dict[Path, str]:
