@@ -281,11 +281,14 @@ def check_output_file(path: str | Path, option: str) -> None:
             break
 
 
+def run_dirs(root: str | Path) -> list[Path]:
+    """Directories holding summary.json at or below ``root`` (a run dir, or a Hydra multirun dir), sorted."""
+    return sorted({p.parent for p in Path(root).rglob("summary.json")})
+
+
 def find_runs(root: str | Path) -> list[RunData]:
-    """Every run directory at or below ``root`` (a run dir, or a Hydra multirun dir), sorted by path."""
-    root = Path(root)
-    paths = sorted({p.parent for p in root.rglob("summary.json")})
-    return [load_run(p) for p in paths]
+    """Every run at or below ``root``, sorted by path."""
+    return [load_run(p) for p in run_dirs(root)]
 
 
 def load_runs(paths: Sequence[Path]) -> list[RunData]:
@@ -305,7 +308,7 @@ def load_runs(paths: Sequence[Path]) -> list[RunData]:
     runs: list[RunData] = []
     seen: set[Path] = set()
     for path in paths:
-        for run_dir in sorted({p.parent for p in Path(path).rglob("summary.json")}):
+        for run_dir in run_dirs(path):
             if run_dir.resolve() in seen:  # a multirun given beside one of its own jobs: that job once
                 continue
             seen.add(run_dir.resolve())

@@ -378,13 +378,9 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
     records = list(writer.previous)
     done = writer.finished()
-    expected = [(problem.problem_id, chain) for problem in problems for chain in range(settings.chains_per_prompt)]
-    jobs = [
-        (problem, chain)
-        for problem in problems
-        for chain in range(settings.chains_per_prompt)
-        if (problem.problem_id, chain) not in done
-    ]
+    every = [(problem, chain) for problem in problems for chain in range(settings.chains_per_prompt)]
+    expected = [(problem.problem_id, chain) for problem, chain in every]
+    jobs = [(problem, chain) for problem, chain in every if (problem.problem_id, chain) not in done]
     start = time.perf_counter()
     progress = _progress(len(expected), len(expected) - len(jobs), settings.progress)
     try:
