@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import subprocess
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from scipy import stats
 
 # vLLM on the CPU: in-process engine core and an explicit thread count, both read when torch
 # is first imported, so they must be set before any test module imports torch or vllm. One
@@ -71,3 +73,35 @@ def toy_overrides(table, steps: int = 6) -> tuple[str, ...]:
         "sampler.block_size=4",
         f"sampler.steps={steps}",
     )
+
+
+def load_script(name: str):
+    """scripts/NAME.py as a module, to call its ``main(argv)`` in this process (scripts/ importable too)."""
+    if str(PROJECT_ROOT / "scripts") not in sys.path:
+        sys.path.insert(0, str(PROJECT_ROOT / "scripts"))  # call_cost imports benchmark
+    spec = importlib.util.spec_from_file_location(f"script_{name}", PROJECT_ROOT / "scripts" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def call_script(module, *argv) -> int:
+    """A script's exit status, whether it returns it or exits with it (argparse, presto.cli.fail)."""
+    try:
+        return module.main([str(a) for a in argv])
+    except SystemExit as exit_:
+        return exit_.code
+
+
+def chi_square_p(samples, law: dict) -> float:
+    """p-value of a chi-square goodness-of-fit test of ``samples`` against ``law`` (tiny cells merged)."""
+    counts = {s: 0 for s in law}
+    for seq in samples:
+        counts[seq] += 1  # a KeyError here is an answer outside the support
+    expected = np.array([law[s] * len(samples) for s in law])
+    observed = np.array([counts[s] for s in law])
+    small = expected < 5
+    if small.any():
+        expected = np.append(expected[~small], expected[small].sum())
+        observed = np.append(observed[~small], observed[small].sum())
+    return float(stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue)

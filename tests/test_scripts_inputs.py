@@ -6,35 +6,17 @@ a run's own files are never an output; long replays show progress.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT, run_cli, toy_args, toy_overrides, write_toy_table
+from tests.conftest import PROJECT_ROOT, call_script, load_script, run_cli, toy_args, toy_overrides, write_toy_table
 
-
-def script(name: str):
-    sys.path.insert(0, str(PROJECT_ROOT / "scripts"))  # call_cost imports benchmark
-    spec = importlib.util.spec_from_file_location(f"script_{name}", PROJECT_ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-oracle_bound = script("oracle_bound")
-benchmark = script("benchmark")
-call_cost = script("call_cost")
-
-
-def call(module, *argv) -> int:
-    """The script's exit status, whether it returns it or exits with it (argparse, presto.cli.fail)."""
-    try:
-        return module.main([str(a) for a in argv])
-    except SystemExit as exit_:
-        return exit_.code
+oracle_bound = load_script("oracle_bound")
+benchmark = load_script("benchmark")
+call_cost = load_script("call_cost")
 
 
 def one_error_line(err: str) -> str:
@@ -56,26 +38,26 @@ def bfs_run(table, tmp_path_factory):
 
 
 def test_oracle_bound_names_a_file_that_is_not_a_tree_log(table, capsys):
-    assert call(oracle_bound, table) == 2  # a JSON file, but a toy table, not trees.jsonl
+    assert call_script(oracle_bound, table) == 2  # a JSON file, but a toy table, not trees.jsonl
     assert f"{table}: record 1 is not a prefetch round" in one_error_line(capsys.readouterr().err)
 
 
 def test_oracle_bound_output_is_checked_before_the_replay(bfs_run, tmp_path, capsys):
     trees = bfs_run / "trees.jsonl"
     before = trees.read_text()
-    assert call(oracle_bound, bfs_run, "--out", trees) == 2
+    assert call_script(oracle_bound, bfs_run, "--out", trees) == 2
     assert "would overwrite the run" in one_error_line(capsys.readouterr().err)
     assert trees.read_text() == before
-    assert call(oracle_bound, bfs_run, "--out", tmp_path) == 2
+    assert call_script(oracle_bound, bfs_run, "--out", tmp_path) == 2
     assert "is a directory" in one_error_line(capsys.readouterr().err)
     (tmp_path / "file").write_text("")
-    assert call(oracle_bound, bfs_run, "--out", tmp_path / "file" / "oracle.json") == 2
+    assert call_script(oracle_bound, bfs_run, "--out", tmp_path / "file" / "oracle.json") == 2
     assert "is a file, not a directory" in one_error_line(capsys.readouterr().err)
 
 
 def test_oracle_bound_shows_progress_over_rounds(bfs_run, monkeypatch, capsys):
     monkeypatch.setattr(oracle_bound, "PROGRESS_DELAY_S", 0.0, raising=False)  # shown at once, not after 2 s
-    assert call(oracle_bound, bfs_run, "--n-pf", "1", "3") == 0
+    assert call_script(oracle_bound, bfs_run, "--n-pf", "1", "3") == 0
     out, err = capsys.readouterr()
     rounds = int(out.split()[0])  # "N logged rounds; ..."
     assert rounds > 0 and f"rounds: {rounds}round [" in err
@@ -95,7 +77,7 @@ def test_oracle_bound_shows_progress_over_rounds(bfs_run, monkeypatch, capsys):
     ],
 )
 def test_benchmark_refuses_bad_input_before_any_chain(table, tmp_path, capsys, args, message):
-    assert call(benchmark, *toy_overrides(table), *args, "--out", tmp_path / "b.json") == 2
+    assert call_script(benchmark, *toy_overrides(table), *args, "--out", tmp_path / "b.json") == 2
     out, err = capsys.readouterr()
     assert message in err and "Traceback" not in err and "chain 0" not in out
     assert not (tmp_path / "b.json").exists()
@@ -103,7 +85,7 @@ def test_benchmark_refuses_bad_input_before_any_chain(table, tmp_path, capsys, a
 
 def test_benchmark_refuses_an_output_that_would_destroy_a_run(table, bfs_run, capsys):
     summary = (bfs_run / "summary.json").read_text()
-    assert call(benchmark, *toy_overrides(table), "--n-pf", "2", "--out", bfs_run / "summary.json") == 2
+    assert call_script(benchmark, *toy_overrides(table), "--n-pf", "2", "--out", bfs_run / "summary.json") == 2
     out, err = capsys.readouterr()
     assert "would overwrite the run" in one_error_line(err) and "chain 0" not in out
     assert (bfs_run / "summary.json").read_text() == summary
@@ -112,7 +94,7 @@ def test_benchmark_refuses_an_output_that_would_destroy_a_run(table, bfs_run, ca
 def test_benchmark_runs_a_setting_given_twice_once(table, tmp_path):
     out = tmp_path / "b.json"
     args = ("--n-pf", "2", "2", "--traversals", "bfs", "bfs", "--samplers", "powermh", "powermh")
-    assert call(benchmark, *toy_overrides(table, steps=2), "dataset.num_prompts=1", *args, "--out", out) == 0
+    assert call_script(benchmark, *toy_overrides(table, steps=2), "dataset.num_prompts=1", *args, "--out", out) == 0
     rows = json.loads(out.read_text())["rows"]
     assert [(r["sampler"], r["traversal"], r["n_pf"], r["chains"]) for r in rows] == [
         ("powermh", "sequential", 1, 2),
@@ -135,7 +117,7 @@ def test_an_interrupted_benchmark_keeps_the_samplers_it_finished(table, tmp_path
     monkeypatch.setattr(presto.runner.run, "sample_chain", interrupted_in_the_second_sampler)
     out = tmp_path / "b.json"
     args = ("--n-pf", "2", "--traversals", "bfs", "--samplers", "powermh", "entropycut", "--out", out)
-    assert call(benchmark, *toy_overrides(table, steps=2), "dataset.num_prompts=1", *args) == 130
+    assert call_script(benchmark, *toy_overrides(table, steps=2), "dataset.num_prompts=1", *args) == 130
     figures = json.loads(out.read_text())
     assert figures["complete"] is False
     assert [(r["sampler"], r["traversal"]) for r in figures["rows"]] == [("powermh", "sequential"), ("powermh", "bfs")]
@@ -146,11 +128,11 @@ def test_an_interrupted_benchmark_keeps_the_samplers_it_finished(table, tmp_path
 def test_call_cost_runs_on_the_toy_engine_and_reports_bad_input_in_one_line(table, capsys):
     toy = ("engine=toy", "model=toy")
     args = ("--rows", "1", "2", "--tokens", "2", "--prompt-tokens", "4")
-    assert call(call_cost, *toy, f"engine.table={table}", *args) == 0  # prompt ids fit a 6-token vocabulary
+    assert call_script(call_cost, *toy, f"engine.table={table}", *args) == 0  # prompt ids fit a 6-token vocabulary
     assert capsys.readouterr().out.count("x\n") == 4
-    assert call(call_cost, *toy, "engine.table=/no/such/table.json", *args) == 2
+    assert call_script(call_cost, *toy, "engine.table=/no/such/table.json", *args) == 2
     assert "engine.table: no such file" in one_error_line(capsys.readouterr().err)
-    assert call(call_cost, *toy, f"engine.table={table}", "no_such_key=1", *args) == 2
+    assert call_script(call_cost, *toy, f"engine.table={table}", "no_such_key=1", *args) == 2
     assert "Could not override 'no_such_key'" in one_error_line(capsys.readouterr().err)
 
 

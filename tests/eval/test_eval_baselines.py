@@ -13,7 +13,6 @@ import json
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from presto.baselines import BASELINES, build_baseline
 from presto.baselines.power_smc import PowerSMC, effective_sample_size, ramped_alpha, systematic_resample
@@ -22,7 +21,7 @@ from presto.engines.token_sampling import log_softmax
 from presto.engines.toy import ToyEngine
 from presto.samplers.chain import BlockSchedule
 from presto.samplers.randomness import ChainKey
-from tests.conftest import PROJECT_ROOT, run_cli, toy_args, write_toy_table
+from tests.conftest import PROJECT_ROOT, chi_square_p, run_cli, toy_args, write_toy_table
 
 VOCAB, N = 3, 3
 SAMPLES = 3000
@@ -49,20 +48,6 @@ def sequences():
 def draw(engine, baseline, count: int = SAMPLES, n: int = N):
     schedule = BlockSchedule(n, n, 0)
     return [baseline.sample(engine, [], ChainKey(11, 0, i), schedule) for i in range(count)]
-
-
-def chi_square_p(samples, law: dict) -> float:
-    """p-value of a chi-square goodness-of-fit test (cells with tiny expectation merged)."""
-    counts = {s: 0 for s in law}
-    for seq in samples:
-        counts[seq] += 1
-    expected = np.array([law[s] * len(samples) for s in law])
-    observed = np.array([counts[s] for s in law])
-    small = expected < 5
-    if small.any():
-        expected = np.append(expected[~small], expected[small].sum())
-        observed = np.append(observed[~small], observed[small].sum())
-    return float(stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue)
 
 
 def settings(name: str, alpha: float = 2.0, tau: float = 0.5, block: int = 1, **options) -> SamplerSettings:

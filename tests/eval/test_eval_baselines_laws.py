@@ -14,7 +14,6 @@ import itertools
 
 import numpy as np
 import pytest
-from scipy import stats
 
 from presto.baselines import build_baseline
 from presto.baselines.power_smc import PowerSMC
@@ -23,7 +22,7 @@ from presto.engines.token_sampling import log_softmax
 from presto.engines.toy import ToyEngine
 from presto.samplers.chain import BlockSchedule
 from presto.samplers.randomness import ChainKey
-from tests.conftest import write_toy_table
+from tests.conftest import chi_square_p, write_toy_table
 
 VOCAB, EOS, N = 3, 2, 4
 BLOCK = 2  # Power-SMC's blocks: an EOS can fall inside one, and the ramp spans two
@@ -82,19 +81,6 @@ def sample(engine, baseline, count: int, block: int = BLOCK) -> list[tuple[int, 
     return [
         tuple(int(t) for t in baseline.sample(engine, [], ChainKey(13, 0, i), schedule)[0].tokens) for i in range(count)
     ]
-
-
-def chi_square_p(samples, law: dict) -> float:
-    counts = {s: 0 for s in law}
-    for seq in samples:
-        counts[seq] += 1  # a KeyError here is an answer outside the support
-    expected = np.array([law[s] * len(samples) for s in law])
-    observed = np.array([counts[s] for s in law])
-    small = expected < 5
-    if small.any():
-        expected = np.append(expected[~small], expected[small].sum())
-        observed = np.append(observed[~small], observed[small].sum())
-    return float(stats.chisquare(observed, expected * observed.sum() / expected.sum()).pvalue)
 
 
 def total_variation(samples, law: dict) -> float:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import shutil
 from pathlib import Path
@@ -10,18 +9,10 @@ from pathlib import Path
 import pytest
 
 from presto.eval.runs import compare, load_run
-from tests.conftest import PROJECT_ROOT, run_cli, toy_args, write_toy_table
+from tests.conftest import load_script, run_cli, toy_args, write_toy_table
 
-
-def script(name: str):
-    spec = importlib.util.spec_from_file_location(f"dogfood_{name}", PROJECT_ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-compare_runs = script("compare_runs")
-report = script("report")
+compare_runs = load_script("compare_runs")
+report = load_script("report")
 
 SUMMARY = {"sampler": "powermh", "alpha": 4.0, "tau": 0.25, "max_new_tokens": 8, "block_size": 4, "steps": 6}
 

@@ -6,33 +6,16 @@ is then the summary's keys), so each case changes exactly one thing.
 
 from __future__ import annotations
 
-import importlib.util
 import json
 from pathlib import Path
 
 import pytest
 
 from presto.eval.runs import RunData, compare, pool
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import call_script, load_script
 
-
-def script(name: str):
-    spec = importlib.util.spec_from_file_location(f"script_{name}", PROJECT_ROOT / "scripts" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-compare_runs = script("compare_runs")
-report = script("report")
-
-
-def call(module, *argv) -> int:
-    """The script's exit status, whether it returns it or exits with it (argparse)."""
-    try:
-        return module.main([str(a) for a in argv])
-    except SystemExit as exit_:
-        return exit_.code
+compare_runs = load_script("compare_runs")
+report = load_script("report")
 
 
 SUMMARY = {"sampler": "powermh", "alpha": 4.0, "tau": 0.25, "max_new_tokens": 8, "block_size": 4, "steps": 6}
@@ -72,19 +55,19 @@ def one_error_line(err: str) -> str:
 
 
 def test_compare_prints_the_statistics_it_was_asked_for(pair, capsys):
-    assert call(compare_runs, *pair, "--stats", "loglik", "transitions", "loglik") == 0
+    assert call_script(compare_runs, *pair, "--stats", "loglik", "transitions", "loglik") == 0
     rows = [line for line in capsys.readouterr().out.splitlines() if line.startswith("| powermh/bfs@4 |")]
     assert [row.split("|")[2].strip() for row in rows] == ["loglik", "transitions"]
 
 
 def test_compare_refuses_a_statistic_no_chain_records(pair, capsys):
-    assert call(compare_runs, *pair, "--stats", "lolglik") == 2
+    assert call_script(compare_runs, *pair, "--stats", "lolglik") == 2
     assert "--stats lolglik" in one_error_line(capsys.readouterr().err)
 
 
 @pytest.mark.parametrize("margin", ["-1", "0", "nan", "inf"])
 def test_compare_refuses_a_margin_that_is_not_positive(pair, capsys, margin):
-    assert call(compare_runs, *pair, f"--margin-sd={margin}") == 2
+    assert call_script(compare_runs, *pair, f"--margin-sd={margin}") == 2
     assert "--margin-sd must be a positive number" in capsys.readouterr().err
 
 
@@ -115,29 +98,29 @@ def damage(run: Path, case: str) -> str:
 )
 def test_compare_names_what_is_wrong_with_a_run(pair, capsys, case):
     expected = damage(pair[1], case)
-    assert call(compare_runs, *pair) == 2
+    assert call_script(compare_runs, *pair) == 2
     assert expected in one_error_line(capsys.readouterr().err)
 
 
 def test_compare_refuses_a_file_or_a_multirun_for_a_run(pair, tmp_path, capsys):
-    assert call(compare_runs, pair[0] / "summary.json", pair[1]) == 2
+    assert call_script(compare_runs, pair[0] / "summary.json", pair[1]) == 2
     assert "is a file, not a run directory" in one_error_line(capsys.readouterr().err)
-    assert call(compare_runs, tmp_path, pair[1]) == 2  # tmp_path holds the two runs
+    assert call_script(compare_runs, tmp_path, pair[1]) == 2  # tmp_path holds the two runs
     assert "give their directories" in one_error_line(capsys.readouterr().err)
 
 
 def test_compare_json_never_overwrites_a_run_and_fails_in_one_line(pair, tmp_path, capsys):
     chains = pair[0] / "chains.jsonl"
     before = chains.read_text()
-    assert call(compare_runs, *pair, "--json", chains) == 2
+    assert call_script(compare_runs, *pair, "--json", chains) == 2
     assert "would overwrite the run" in one_error_line(capsys.readouterr().err)
     assert chains.read_text() == before
-    assert call(compare_runs, *pair, "--json", tmp_path) == 2
+    assert call_script(compare_runs, *pair, "--json", tmp_path) == 2
     assert "is a directory" in one_error_line(capsys.readouterr().err)
-    assert call(compare_runs, *pair, "--json", pair[0] / "summary.json" / "out.json") == 2
+    assert call_script(compare_runs, *pair, "--json", pair[0] / "summary.json" / "out.json") == 2
     assert "is a file, not a directory" in one_error_line(capsys.readouterr().err)
     out = tmp_path / "new" / "folder" / "compare.json"
-    assert call(compare_runs, *pair, "--json", out) == 0
+    assert call_script(compare_runs, *pair, "--json", out) == 0
     speedup = json.loads(out.read_text())["pairs"][0]["speedup"]
     # eq. 20 over the paired chains: summed call time of the baseline over the variant's.
     assert speedup["speedup"] == pytest.approx(1.0 / 0.8)
@@ -170,7 +153,7 @@ def test_report_leaves_out_an_unreadable_job_with_a_notice(multirun, tmp_path, c
     write_run(multirun / "2", "bfs", 5, 0.7)
     (multirun / "2" / "summary.json").write_text('{"sampler": "pow')  # damaged after the fact
     out = tmp_path / "report.md"
-    assert call(report, multirun, "--no-figures", "--out", out) == 0
+    assert call_script(report, multirun, "--no-figures", "--out", out) == 0
     err = capsys.readouterr().err
     assert f"notice: {multirun / '2'} left out: " in err and "summary.json cannot be read" in err
     text = out.read_text()
@@ -179,30 +162,30 @@ def test_report_leaves_out_an_unreadable_job_with_a_notice(multirun, tmp_path, c
 
 def test_report_lists_a_run_given_twice_once(multirun, tmp_path):
     out = tmp_path / "report.md"
-    assert call(report, multirun, multirun / "1", "--no-figures", "--out", out) == 0
+    assert call_script(report, multirun, multirun / "1", "--no-figures", "--out", out) == 0
     text = out.read_text()
     assert "2 run directories." in text and text.count("| bfs | 4 |") == 1
 
 
 def test_report_says_why_a_presto_run_has_no_speedup(multirun, tmp_path):
     out = tmp_path / "report.md"
-    assert call(report, multirun / "1", "--no-figures", "--out", out) == 0
+    assert call_script(report, multirun / "1", "--no-figures", "--out", out) == 0
     assert f"note: {multirun / '1'}: no sequential run of this setting here" in out.read_text()
     damage(multirun / "1", "text in a statistic")
-    assert call(report, multirun / "0", multirun / "1", "--no-figures", "--out", out) == 0
+    assert call_script(report, multirun / "0", multirun / "1", "--no-figures", "--out", out) == 0
     assert f"note: {multirun / '1'} not compared with {multirun / '0'}: statistic 'loglik'" in out.read_text()
 
 
 def test_report_refuses_bad_output_and_margin_in_one_line(multirun, tmp_path, capsys):
-    assert call(report, multirun, "--no-figures", "--out", tmp_path) == 2
+    assert call_script(report, multirun, "--no-figures", "--out", tmp_path) == 2
     assert "is a directory" in one_error_line(capsys.readouterr().err)
-    assert call(report, multirun, "--no-figures", "--out", multirun / "0" / "chains.jsonl") == 2
+    assert call_script(report, multirun, "--no-figures", "--out", multirun / "0" / "chains.jsonl") == 2
     assert "would overwrite the run" in one_error_line(capsys.readouterr().err)
-    assert call(report, multirun, "--no-figures", "--margin-sd", "-0.2") == 2
+    assert call_script(report, multirun, "--no-figures", "--margin-sd", "-0.2") == 2
     assert "--margin-sd must be a positive number" in capsys.readouterr().err
 
 
 def test_report_of_the_working_directory_is_titled_by_its_name(multirun, tmp_path, monkeypatch):
     monkeypatch.chdir(multirun)
-    assert call(report, ".", "--no-figures", "--out", tmp_path / "report.md") == 0
+    assert call_script(report, ".", "--no-figures", "--out", tmp_path / "report.md") == 0
     assert (tmp_path / "report.md").read_text().startswith("# PreSTO report: multi\n")
