@@ -108,25 +108,34 @@ def test_resume_refuses_another_config_but_may_add_chains(toy_table, tmp_path):
     assert json.loads((run_dir / "summary.json").read_text())["chains"] == 4
 
 
-def test_sigterm_is_an_interrupt_that_keeps_finished_chains(toy_table, tmp_path):
-    import signal
+def signal_after_first_chain(run_dir, args, signum, preexec_fn=None) -> tuple[int, str]:
+    """Start a run, send it ``signum`` once its first chain is in chains.jsonl; (exit status, stderr)."""
     import subprocess
     import sys
     import time
 
     from tests.conftest import MAIN
 
-    run_dir = tmp_path / "run"
-    args = toy_args(toy_table, run_dir, "run.chains_per_prompt=50", "run.progress=false", steps=400)
-    process = subprocess.Popen([sys.executable, str(MAIN), *args], stderr=subprocess.PIPE, text=True, cwd="/")
+    process = subprocess.Popen(
+        [sys.executable, str(MAIN), *args], stderr=subprocess.PIPE, text=True, cwd="/", preexec_fn=preexec_fn
+    )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and not (
         (run_dir / "chains.jsonl").exists() and (run_dir / "chains.jsonl").read_text().strip()
     ):
         time.sleep(0.1)
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(signum)
     _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 143, stderr
+    return process.returncode, stderr
+
+
+def test_sigterm_is_an_interrupt_that_keeps_finished_chains(toy_table, tmp_path):
+    import signal
+
+    run_dir = tmp_path / "run"
+    args = toy_args(toy_table, run_dir, "run.chains_per_prompt=50", "run.progress=false", steps=400)
+    returncode, stderr = signal_after_first_chain(run_dir, args, signal.SIGTERM)
+    assert returncode == 143, stderr
     assert "terminated" in stderr and "run.resume=true" in stderr
     summary = json.loads((run_dir / "summary.json").read_text())
     assert 1 <= summary["chains"] == len(read_chains(run_dir)) < 100
@@ -136,29 +145,15 @@ def test_sigterm_is_an_interrupt_that_keeps_finished_chains(toy_table, tmp_path)
 def test_sigint_stops_a_run_started_in_the_background_and_resume_completes_it(toy_table, tmp_path):
     """A shell script's background job inherits SIGINT ignored; kill -INT must still stop the run."""
     import signal
-    import subprocess
-    import sys
-    import time
-
-    from tests.conftest import MAIN
 
     run_dir = tmp_path / "run"
     args = toy_args(toy_table, run_dir, "run.chains_per_prompt=3", "run.progress=false", steps=300)
-    process = subprocess.Popen(
-        [sys.executable, str(MAIN), *args],
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd="/",
-        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN),
-    )
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not (
-        (run_dir / "chains.jsonl").exists() and (run_dir / "chains.jsonl").read_text().strip()
-    ):
-        time.sleep(0.1)
-    process.send_signal(signal.SIGINT)
-    _, stderr = process.communicate(timeout=60)
-    assert process.returncode == 130, stderr
+
+    def ignore_sigint():  # what a shell gives a background job
+        signal.signal(signal.SIGINT, signal.SIG_IGN)
+
+    returncode, stderr = signal_after_first_chain(run_dir, args, signal.SIGINT, preexec_fn=ignore_sigint)
+    assert returncode == 130, stderr
     interrupted = json.loads((run_dir / "summary.json").read_text())
     assert interrupted["complete"] is False and interrupted["chains"] < interrupted["expected_chains"] == 6
     resumed = run_cli(*args, "run.resume=true")
