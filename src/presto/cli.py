@@ -134,10 +134,6 @@ def check_overrides(conf_dir: Path, argv: list[str], config_name: str = "config"
     from hydra import compose, initialize_config_dir
     from hydra.errors import HydraException
 
-    from presto.config import validate
-    from presto.runner.run import build_sampler, build_traversal
-
-    errors = user_errors()
     swept = {o for point in points for o in point if any(o not in other for other in points)}
     with initialize_config_dir(version_base="1.3", config_dir=str(conf_dir)):
         for number, point in enumerate(points):
@@ -149,11 +145,16 @@ def check_overrides(conf_dir: Path, argv: list[str], config_name: str = "config"
                 fail(f"{where}{_one_line(err)}" + ("; no job was started" if where else ""))
             if len(points) < 2 or config_name != "config":
                 continue
+            # Only a sweep of runs gets here: the run modules are not loaded for a single run's check
+            # (it validates itself) or for train_predictor.
+            from presto.config import validate
+            from presto.runner.run import build_sampler, build_traversal
+
             try:
                 settings = validate(cfg)
                 build_sampler(settings.sampler)
                 build_traversal(settings)
-            except errors as err:
+            except user_errors() as err:
                 fail(f"{where}{str(err).splitlines()[0]}; no job was started")
 
 
