@@ -15,6 +15,11 @@ node-level oracle (Proposition 2's DP with the true acceptance probabilities) an
 codebase's one-request-per-depth BFS, replayed on the trees the BFS run of the same
 sampler and budget logged (scripts/oracle_bound.py; its own rounds when no BFS run is
 there, where depths that run did not request count as unavailable).
+
+``--traversals clairvoyant`` adds a measuring instrument, not a rule a run could use: each
+of its rounds requests exactly the depths the walk will decide, read off the sequential
+chain just run (presto.prefetch.clairvoyant). Its time against BFS is the most any rule
+that chooses how many depths to request can save on this machine and engine.
 """
 
 from __future__ import annotations
@@ -28,6 +33,8 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))
 sys.path.insert(0, str(PROJECT_ROOT / "scripts"))
 
+CLAIRVOYANT = "clairvoyant"
+"""Not a config group choice: the benchmark builds it per chain from the sequential run."""
 REPLAY_LOGGED_NODES = 1024
 """Tree nodes logged per round for the oracle replay (a truncated tree lowers every replayed row)."""
 
@@ -47,7 +54,12 @@ def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--n-pf", type=int, nargs="+", default=[5, 10, 20], help="PreSTO budgets to compare")
-    parser.add_argument("--traversals", nargs="+", default=["bfs"], help="PreSTO traversal rules to compare")
+    parser.add_argument(
+        "--traversals",
+        nargs="+",
+        default=["bfs"],
+        help=f"PreSTO traversal rules to compare; {CLAIRVOYANT} is the walk-length oracle (see above)",
+    )
     parser.add_argument("--samplers", nargs="+", default=None, help="samplers (default: the config's)")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
     own, overrides = split_overrides(argv)
@@ -123,6 +135,7 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     from presto.baselines import BASELINES
     from presto.cli import check_group_choices
     from presto.config import ConfigError, validate, validate_sampler
+    from presto.prefetch.clairvoyant import ClairvoyantTraversal, TrajectoryRecorder
     from presto.prefetch.presto import PrefetchStepper
     from presto.prefetch.traversal import TRAVERSALS
     from presto.runner.run import load_task_and_engine, sample_chain, warn_if_not_exact
@@ -132,7 +145,8 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     overrides, cfg = load_config(overrides)
     if args.samplers:
         check_group_choices(PROJECT_ROOT / "conf", [f"sampler={name}" for name in args.samplers])
-    check_group_choices(PROJECT_ROOT / "conf", [f"traversal={name}" for name in args.traversals])
+    rules = [name for name in args.traversals if name != CLAIRVOYANT]
+    check_group_choices(PROJECT_ROOT / "conf", [f"traversal={name}" for name in rules])
     settings = validate(cfg)
     samplers = args.samplers or [settings.sampler.name]
     baselines = [name for name in samplers if name in BASELINES]
@@ -149,7 +163,7 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     task, problems, engine = load_task_and_engine(cfg, settings)
     warn_if_not_exact(engine)  # the "identical" column then says how often it mattered
     traversal_options = {}
-    for name in args.traversals:
+    for name in rules:
         options = OmegaConf.to_container(compose([*overrides, f"traversal={name}"]).traversal, resolve=True)
         options.pop("name")
         TRAVERSALS[name].from_options(options)  # bad options stop the benchmark before any chain
@@ -166,20 +180,23 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
         traversals = {
             setup: TRAVERSALS[setup[0]].from_options(traversal_options[setup[0]])
             for setup in setups
-            if setup[0] != "sequential"
+            if setup[0] not in ("sequential", CLAIRVOYANT)
         }
         records: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
         rounds: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
         for problem in problems:
             for chain in range(settings.chains_per_prompt):
+                recorder = TrajectoryRecorder()  # the sequential chain, whose future the clairvoyant reads
                 for traversal, n_pf in setups:
-                    stepper = (
-                        SequentialStepper()
-                        if traversal == "sequential"
-                        else PrefetchStepper(
-                            traversals[(traversal, n_pf)], n_pf, rounds[(traversal, n_pf)].append, REPLAY_LOGGED_NODES
+                    if traversal == "sequential":
+                        stepper = recorder if CLAIRVOYANT in args.traversals else SequentialStepper()
+                    else:
+                        rule = (
+                            ClairvoyantTraversal(recorder.trajectory)
+                            if traversal == CLAIRVOYANT
+                            else traversals[(traversal, n_pf)]
                         )
-                    )
+                        stepper = PrefetchStepper(rule, n_pf, rounds[(traversal, n_pf)].append, REPLAY_LOGGED_NODES)
                     record = sample_chain(engine, kernel, stepper, task, problem, chain, settings.seed, schedule)
                     records[(traversal, n_pf)].append(record)
                     print(

@@ -29,6 +29,7 @@ def test_benchmark_compares_every_setting_with_identical_chains(toy_table, tmp_p
         "--traversals",
         "bfs",
         "predictive",
+        "clairvoyant",
         "--n-pf",
         "1",
         "5",
@@ -43,7 +44,15 @@ def test_benchmark_compares_every_setting_with_identical_chains(toy_table, tmp_p
     assert settings == [
         (sampler, traversal, n_pf)
         for sampler in ("powermh", "multitry")
-        for traversal, n_pf in [("sequential", 1), ("bfs", 1), ("bfs", 5), ("predictive", 1), ("predictive", 5)]
+        for traversal, n_pf in [
+            ("sequential", 1),
+            ("bfs", 1),
+            ("bfs", 5),
+            ("predictive", 1),
+            ("predictive", 5),
+            ("clairvoyant", 1),
+            ("clairvoyant", 5),
+        ]
     ]
     by_setting = {s: r for s, r in zip(settings, rows, strict=True)}
     for sampler in ("powermh", "multitry"):
@@ -54,6 +63,10 @@ def test_benchmark_compares_every_setting_with_identical_chains(toy_table, tmp_p
         assert by_setting[(sampler, "bfs", 1)]["model_calls"] == sequential["model_calls"]
         assert by_setting[(sampler, "bfs", 5)]["model_calls"] < sequential["model_calls"]
         assert by_setting[(sampler, "bfs", 5)]["transitions_per_call"] > sequential["transitions_per_call"]
+        # The clairvoyant walks are BFS's walks, with only the requests they decide.
+        bfs, clairvoyant = by_setting[(sampler, "bfs", 5)], by_setting[(sampler, "clairvoyant", 5)]
+        assert clairvoyant["rounds"] == bfs["rounds"]
+        assert clairvoyant["transitions_per_round"] == bfs["transitions_per_round"]
     # Walk vs oracle (replayed on the BFS run's trees): one transition per round at N_pf=1;
     # at N_pf=5 the node-level oracle cannot beat one request per depth, and nothing was cut off.
     for (_sampler, traversal, n_pf), r in by_setting.items():
