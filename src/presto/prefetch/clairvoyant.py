@@ -39,17 +39,8 @@ class TrajectoryRecorder(SequentialStepper):
     def __init__(self) -> None:
         self.trajectory: Trajectory = {}
 
-    def run_block(self, kernel, engine, prompt_ids, state, key, stage, steps, trace):
-        for transition in range(steps):
-            inputs = key.decision(stage, transition)
-            cut = kernel.cut(state, inputs)
-            self.trajectory[(stage, transition)] = (state.tokens.copy(), cut)
-            results = engine.generate(kernel.requests(prompt_ids, state, cut, inputs))
-            decision = kernel.decide(state, cut, results, inputs)
-            state = decision.state
-            trace.accepts.append(int(decision.accepted))
-            trace.rounds += 1
-        return state
+    def before_decision(self, stage: int, transition: int, state: ChainState, cut: int) -> None:
+        self.trajectory[(stage, transition)] = (state.tokens.copy(), cut)
 
 
 class ClairvoyantTraversal(Traversal):

@@ -50,12 +50,16 @@ class SequentialStepper:
         for transition in range(steps):
             inputs = key.decision(stage, transition)
             cut = kernel.cut(state, inputs)
+            self.before_decision(stage, transition, state, cut)
             results = engine.generate(kernel.requests(prompt_ids, state, cut, inputs))
             decision = kernel.decide(state, cut, results, inputs)
             state = decision.state
             trace.accepts.append(int(decision.accepted))
             trace.rounds += 1
         return state
+
+    def before_decision(self, stage: int, transition: int, state: ChainState, cut: int) -> None:
+        """Called with the state and cut of every decision, before its proposal is generated."""
 
 
 @dataclass(frozen=True)
