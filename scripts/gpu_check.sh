@@ -13,7 +13,8 @@
 #   DTYPES       engine dtypes to benchmark (default: "bfloat16 float32")
 #   N_PF         PreSTO budgets (default: "20", the issues' targets)
 #   SAMPLERS     samplers (default: "powermh entropycut multitry")
-#   TRAVERSALS   PreSTO traversal rules (default: "bfs predictive")
+#   TRAVERSALS   PreSTO traversal rules (default: "bfs predictive clairvoyant"; clairvoyant is the
+#                walk-length oracle, the ceiling of any depth-choosing rule)
 #   SKIP_TESTS=1 benchmark only
 # Writes $OUT/gpu_check.txt (versions, test summary, benchmark tables) and one
 # $OUT/benchmark_<dtype>.json per dtype. Exits non-zero if the tests or a benchmark fail.
@@ -62,7 +63,7 @@ model_args=()
 [[ -n "${MODEL_PATH:-}" ]] && model_args+=("model.path=${MODEL_PATH}")
 read -r -a budgets <<<"${N_PF:-20}"
 read -r -a samplers <<<"${SAMPLERS:-powermh entropycut multitry}"
-read -r -a traversals <<<"${TRAVERSALS:-bfs predictive}"
+read -r -a traversals <<<"${TRAVERSALS:-bfs predictive clairvoyant}"
 for dtype in ${DTYPES:-bfloat16 float32}; do
     echo -e "\n## benchmark dtype=${dtype}" | tee -a "$report"
     python scripts/benchmark.py --n-pf "${budgets[@]}" --samplers "${samplers[@]}" --traversals "${traversals[@]}" \
