@@ -67,7 +67,9 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     if min(args.n_pf) < 1:
         parser.error(f"--n-pf values must be >= 1, got {min(args.n_pf)}")
     if "sequential" in args.traversals:
-        parser.error("--traversals lists PreSTO traversals (bfs, predictive); the sequential chain always runs")
+        parser.error(
+            f"--traversals lists PreSTO traversals (bfs, predictive, {CLAIRVOYANT}); the sequential chain always runs"
+        )
     # A setting given twice would run twice and pair its chains with the wrong baseline.
     args.n_pf = list(dict.fromkeys(args.n_pf))
     args.traversals = list(dict.fromkeys(args.traversals))
@@ -146,6 +148,10 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     if args.samplers:
         check_group_choices(PROJECT_ROOT / "conf", [f"sampler={name}" for name in args.samplers])
     rules = [name for name in args.traversals if name != CLAIRVOYANT]
+    known = sorted([*TRAVERSALS.names(), CLAIRVOYANT])
+    for name in rules:
+        if name not in TRAVERSALS:
+            raise ConfigError(f"--traversals {name}: not a PreSTO traversal; choose from {', '.join(known)}")
     check_group_choices(PROJECT_ROOT / "conf", [f"traversal={name}" for name in rules])
     settings = validate(cfg)
     samplers = args.samplers or [settings.sampler.name]

@@ -75,7 +75,7 @@ class BreadthFirst(Traversal):
         return {depth: kernel.cut(root, inputs(depth)) for depth in range(min(budget, depth_cap))}
 
 
-class _Registry(dict):
+class TraversalRegistry(dict[str, type[Traversal]]):
     """Rules keyed by ``traversal.name``; those in their own modules are imported on first use.
 
     The predictive rule subclasses Traversal and pulls in the predictor code, so importing
@@ -95,5 +95,9 @@ class _Registry(dict):
     def __contains__(self, name: object) -> bool:
         return dict.__contains__(self, name) or name in self._lazy
 
+    def names(self) -> list[str]:
+        """Every rule's name, those not imported yet included."""
+        return sorted({*self.keys(), *self._lazy})
 
-TRAVERSALS: dict[str, type[Traversal]] = _Registry(bfs=BreadthFirst)
+
+TRAVERSALS: TraversalRegistry = TraversalRegistry(bfs=BreadthFirst)
