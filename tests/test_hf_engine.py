@@ -60,6 +60,23 @@ def test_batched_call_equals_single_calls_and_direct_forward(engine, prompt):
     assert engine.stats.calls >= 1 + len(requests)
 
 
+def test_rows_recording_different_extra_temperatures_share_a_call(engine, prompt):
+    # MultiTryMH rows record three temperatures, block extensions none, another sampler one:
+    # the call computes each set for its own rows only, and each row's values are its own.
+    sequence = tuple(prompt) + tuple(range(1000, 1020))
+    recorded = [(0.25, 0.5, 1.0), (), (0.5,), (0.25, 0.5, 1.0), (2.0,)]
+    requests = [
+        SuffixRequest(sequence[: len(prompt) + 3 * i], 6 + i, 0.5, 5 + i, temps) for i, temps in enumerate(recorded)
+    ]
+    for request, result in zip(requests, engine.generate(requests), strict=True):
+        (single,) = engine.generate([request])
+        assert result.logq_extra.shape == (request.num_new_tokens, len(request.extra_temperatures))
+        np.testing.assert_array_equal(single.tokens, result.tokens)
+        np.testing.assert_allclose(single.logq_extra, result.logq_extra, atol=1e-10)
+        if 0.5 in request.extra_temperatures:  # the sampling temperature: log q itself
+            np.testing.assert_allclose(result.logq_extra[:, request.extra_temperatures.index(0.5)], result.logq)
+
+
 def test_sampling_depends_on_seed_not_on_batch(engine, prompt):
     base = SuffixRequest(tuple(prompt), 10, 1.0, 5)
     other = SuffixRequest(tuple(prompt), 10, 1.0, 6)

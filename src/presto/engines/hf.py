@@ -193,10 +193,16 @@ class HFEngine(ChatText, Engine):
             logp0_out[:active, step] = step_out[1].numpy()
             logq_out[:active, step] = step_out[2].numpy()
             entropy_out[:active, step] = step_out[3].numpy()
-            for row in range(active):
-                if extra[row]:  # one log-softmax per temperature, as ever (same bits); one transfer per row
-                    values = [torch.log_softmax(logits64[row] / t, dim=-1)[picked[row]] for t in extra[row]]
-                    extra_out[row][step] = torch.stack(values).cpu().numpy()
+            for temps, members in _rows_by_temperatures(extra[:active]).items():
+                # One log-softmax per temperature over the rows that record it, and one transfer:
+                # a per-row loop costs a launch and a host sync per row and temperature on a GPU.
+                # On the CPU a row's log-softmax has the same bits alone and in a batch.
+                index = torch.tensor(members, device=device)
+                chosen = picked[index][:, None]
+                scaled = logits64[index]
+                values = torch.stack([torch.log_softmax(scaled / t, dim=-1).gather(1, chosen)[:, 0] for t in temps], 1)
+                for row, value in zip(members, values.cpu().numpy(), strict=True):
+                    extra_out[row][step] = value
             for row in range(active):
                 if stopping[row] and length[row] > step + 1 and tokens[row, step] in eos:
                     length[row] = step + 1
@@ -223,6 +229,15 @@ class HFEngine(ChatText, Engine):
                 extra_out[row] if n == rows[row].num_new_tokens else extra_out[row][:n].copy(),
             )
         return out  # type: ignore[return-value]
+
+
+def _rows_by_temperatures(extra: Sequence[tuple[float, ...]]) -> dict[tuple[float, ...], list[int]]:
+    """Batch rows grouped by the extra temperatures they record (rows recording none are left out)."""
+    groups: dict[tuple[float, ...], list[int]] = {}
+    for row, temps in enumerate(extra):
+        if temps:
+            groups.setdefault(tuple(temps), []).append(row)
+    return groups
 
 
 def _torch_device(torch, device: str):
