@@ -165,13 +165,13 @@ def test_padded_chunks_start_every_row_on_an_aligned_boundary(monkeypatch):
     vocab = 50257  # GPT-2's
     logits = torch.randn(5, vocab, generator=torch.Generator().manual_seed(0)) * 4
     widths = []
-    original = vllm_recorder.row_statistics
+    original = vllm_recorder.statistics_table
 
     def spy(block, temperatures):
         widths.append(block.shape[-1])
         return original(block, temperatures)
 
-    monkeypatch.setattr(vllm_recorder, "row_statistics", spy)
+    monkeypatch.setattr(vllm_recorder, "statistics_table", spy)
     temperatures = (0.25, 0.3, 1000.0)  # a high one: the -inf padding must add exact zeros there too
     padded = vllm_recorder.chunked_statistics(logits, [0, 3, 4], temperatures, 4, pad=True)
     assert widths and all(w % vllm_recorder.PAD_COLUMNS == 0 for w in widths)

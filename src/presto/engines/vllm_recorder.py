@@ -155,11 +155,11 @@ def chunked_statistics(
     first row, so that every chunk has the same shape (what an accelerator needs for a
     row's numbers not to depend on how many rows share its step); the copies are dropped.
     Its width is also padded to a multiple of :data:`PAD_COLUMNS` with ``-inf`` logits,
-    which add exact zeros to every sum (see :func:`row_statistics`).
+    which add exact zeros to every sum (see :func:`row_statistics`). The chunks' numbers
+    stay on the logits' device until all are done, then travel to the host at once: one
+    host sync per step on an accelerator, not one per chunk and statistic.
     """
-    lse1: list = []
-    entropy: list = []
-    lse_t: list = []
+    parts = []
     for start in range(0, len(rows), chunk_rows):
         chunk = rows[start : start + chunk_rows]
         if pad:
@@ -168,11 +168,10 @@ def chunked_statistics(
         if pad and block.shape[-1] % PAD_COLUMNS:
             extra = PAD_COLUMNS - block.shape[-1] % PAD_COLUMNS
             block = torch.nn.functional.pad(block, (0, extra), value=float("-inf"))
-        statistics = row_statistics(block, temperatures)
-        kept = min(chunk_rows, len(rows) - start)
-        for out, values in zip((lse1, entropy, lse_t), statistics, strict=True):
-            out.extend(values[:kept])
-    return lse1, entropy, lse_t
+        parts.append(statistics_table(block, temperatures)[: min(chunk_rows, len(rows) - start)])
+    if not parts:
+        return [], [], []
+    return _split_table(torch.cat(parts).tolist())
 
 
 MAX_POWER = 16
@@ -180,7 +179,17 @@ MAX_POWER = 16
 
 
 def row_statistics(logits: torch.Tensor, temperatures: tuple[float, ...]) -> tuple[list, list, list]:
-    """LSE(z), H(softmax(z)) and [LSE(z / t) for t in temperatures] of each logits row z.
+    """LSE(z), H(softmax(z)) and [LSE(z / t) for t in temperatures] of each logits row z, as lists."""
+    return _split_table(statistics_table(logits, temperatures).tolist())
+
+
+def _split_table(table: list[list[float]]) -> tuple[list, list, list]:
+    """Rows of :func:`statistics_table` as (lse1, entropy, lse_t) lists."""
+    return [row[0] for row in table], [row[1] for row in table], [row[2:] for row in table]
+
+
+def statistics_table(logits: torch.Tensor, temperatures: tuple[float, ...]) -> torch.Tensor:
+    """One float64 row per logits row z: LSE(z), H(softmax(z)), then LSE(z / t) per temperature.
 
     float64: the statistics are differences of large numbers (LSE ~ 10-30). One exp pass
     gives LSE(z) and H(p0) = log s - sum(e * y) / s with y = z - max z, e = exp(y),
@@ -194,9 +203,8 @@ def row_statistics(logits: torch.Tensor, temperatures: tuple[float, ...]) -> tup
         # Alone, a row's sums are split across threads by torch (output of one element), so
         # their last bits would differ from the same row's in a chunk (one thread per row).
         # Reduced beside a copy of itself, it gets the chunk's arithmetic: batch-invariant.
-        lse1, entropy, lse_t = row_statistics(logits.expand(2, -1), temperatures)
-        return lse1[:1], entropy[:1], lse_t[:1]
-    z = logits.to(torch.float64)
+        return statistics_table(logits.expand(2, -1), temperatures)[:1]
+    z = logits.to(torch.float64, copy=True)  # worked on in place below; the caller's logits stay as they are
     top = z.max(dim=-1, keepdim=True).values
     y = z.sub_(top).clamp_(min=-1e300)
     e = torch.exp(y)
@@ -219,8 +227,4 @@ def row_statistics(logits: torch.Tensor, temperatures: tuple[float, ...]) -> tup
         k = round(1.0 / t)
         exp_scaled = power(k) if 2 <= k <= MAX_POWER and abs(k * t - 1.0) < 1e-12 else torch.exp(y / t)
         by_temperature[t] = top[:, 0] / t + torch.log(exp_scaled.sum(-1))
-    if temperatures:
-        lse_t = torch.stack([by_temperature[t] for t in temperatures], dim=-1).tolist()
-    else:
-        lse_t = [[] for _ in range(len(z))]
-    return lse1.tolist(), entropy.tolist(), lse_t
+    return torch.stack([lse1, entropy, *(by_temperature[t] for t in temperatures)], dim=-1)
