@@ -253,7 +253,7 @@ def _load_gguf_model(gguf: Path) -> Any:
     """Dequantize a GGUF file into a float32 transformers model.
 
     ``AutoModelForCausalLM.from_pretrained(dir, gguf_file=...)`` refuses to run without the
-    ``accelerate`` package (transformers 5.24 checks for it up front), which this project does
+    ``accelerate`` package (transformers 5.x checks for it up front), which this project does
     not otherwise need. So this does the same steps by hand: the config from the GGUF metadata,
     an empty model from it, and the state dict from transformers' own GGUF reader (the same
     function ``from_pretrained`` calls for llama). Checked bit-identical to ``from_pretrained``.
