@@ -390,3 +390,65 @@ def test_what_the_rule_learns_belongs_to_one_traversal():
     second = PredictiveTraversal.from_options({"predictor": None})
     assert second.reach_calibration.gamma == 1.0 and not second.reach_calibration.pairs
     assert second.cost_model.coef is None and not second.cost_model.rows
+
+
+class FollowedWalks(PredictiveTraversal):
+    """Keeps every walk the rule follows past its round, to check their lengths."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.walks = []
+
+    def plan(self, *args, **kwargs):
+        plan = super().plan(*args, **kwargs)
+        if self._planned is not None:
+            self.walks.append(self._planned)
+        return plan
+
+
+@pytest.mark.parametrize("sampler", kernels())
+def test_walks_are_followed_to_where_they_would_have_stopped(tmp_path, predictors, sampler):
+    """The calibration learns each walk's length as if every depth had been requested: the
+    clairvoyant's count (read off the sequential chain), not the count the plan cut short."""
+    from presto.prefetch.clairvoyant import ClairvoyantTraversal, TrajectoryRecorder
+
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=3))
+    kernel, schedule = kernel_for(sampler), BlockSchedule(24, 12, 40)
+    cut_short = 0
+    for seed in range(3):
+        key = ChainKey(seed, 0, 0)
+        recorder = TrajectoryRecorder()
+        run_chain(kernel, engine, recorder, [], key, schedule)
+        clairvoyant = ClairvoyantTraversal(recorder.trajectory)
+        traversal = FollowedWalks(load_predictor(predictors["sloped"]), True, FixedCost(0.1, 0.05))
+        rounds = []
+        run_chain(kernel, engine, PrefetchStepper(traversal, 10, rounds.append), [], key, schedule)
+        assert traversal.walks and not traversal._pending  # every walk was followed to its end
+        planned = {(r["stage"], r["transition"]): len(r["requested_depths"]) for r in rounds}
+        for walk in traversal.walks:
+            (_, stage), root = walk.chain, recorder.trajectory[(walk.chain[1], walk.start)]
+            expected = clairvoyant.plan(kernel, root, walk.inputs, schedule.steps - walk.start, len(walk.cuts))
+            assert walk.length == len(expected), (stage, walk.start)
+            cut_short += walk.length > planned[(stage, walk.start)]
+    assert cut_short  # some walks went past what their round requested: the case this is for
+
+
+def test_a_rule_that_requests_few_depths_learns_that_walks_go_farther(tmp_path, predictors):
+    """Judged only on the depths it requested, a rule with a pessimistic model never sees walks
+    go farther; followed past its requests, its calibration lifts the reach and it plans deeper."""
+
+    class Censored(PredictiveTraversal):
+        def observe_round(self, realized, states=()):
+            super().observe_round(realized)  # the requested depths only
+
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=0))
+    kernel, key, schedule = kernel_for("powermh"), ChainKey(0, 0, 0), BlockSchedule(16, 16, 200)
+    depths, gammas = {}, {}
+    for rule in (PredictiveTraversal, Censored):
+        traversal = rule(load_predictor(predictors["accepting"]), True, FixedCost(0.1, 0.05), ReachCalibration(10))
+        plans = []
+        stepper = PrefetchStepper(traversal, 10, lambda r, t=traversal, out=plans: out.append(t.last_plan["depths"]))
+        run_chain(kernel, engine, stepper, [], key, schedule)
+        depths[rule], gammas[rule] = np.mean(plans[len(plans) // 2 :]), traversal.reach_calibration.gamma
+    assert gammas[PredictiveTraversal] < 1.0 < gammas[Censored]
+    assert depths[PredictiveTraversal] > 1.5 * depths[Censored]

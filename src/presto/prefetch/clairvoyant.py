@@ -4,7 +4,7 @@ The predictive rule's only lever (see :mod:`presto.prefetch.predictive`) is how 
 a call carries: BFS already serves every feasible node of each depth it requests, so no
 rule realizes more transitions per round, and a rule can only win by leaving out the
 depths the walk will not decide. This traversal leaves out exactly those, because it is
-given the chain's future: the sequential chain's state and cut before every decision
+given the chain's future: the sequential chain's state before every decision
 (:class:`TrajectoryRecorder`). Its rounds realize BFS's walks with none of the requests
 they leave unused: what the predictive rule would request with a perfect predictor, so its
 time against BFS measures, on a given machine and engine, how much any prediction of walk
@@ -20,37 +20,33 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection
 
-import numpy as np
-
 from presto.engines.base import SuffixRequest
-from presto.prefetch.traversal import Traversal
+from presto.prefetch.traversal import Traversal, walk_decides
 from presto.samplers.chain import SequentialStepper
 from presto.samplers.kernel import Kernel
 from presto.samplers.randomness import DecisionInputs
 from presto.samplers.state import ChainState
 
-Trajectory = dict[tuple[int, int], tuple[np.ndarray, int]]
-"""(stage, transition) -> (tokens of the state the decision starts from, the cut it used)."""
+Trajectory = dict[tuple[int, int], ChainState]
+"""(stage, transition) -> the state the decision starts from."""
 
 
 class TrajectoryRecorder(SequentialStepper):
-    """The sequential chain, remembering the state and cut of every decision it takes."""
+    """The sequential chain, remembering the state every decision starts from."""
 
     def __init__(self) -> None:
         self.trajectory: Trajectory = {}
 
     def before_decision(self, stage: int, transition: int, state: ChainState, cut: int) -> None:
-        self.trajectory[(stage, transition)] = (state.tokens.copy(), cut)
+        self.trajectory[(stage, transition)] = state  # states are never changed in place
 
 
 class ClairvoyantTraversal(Traversal):
     """Requests depth d only if the walk from this root will decide transition d.
 
-    The walk decides depth d when the state it reaches there still holds the root's first
-    c_d tokens and (for a state-dependent cut law) the cut speculated from the root is the
-    state's own: the same two checks :class:`~presto.prefetch.presto.PrefetchStepper`
-    makes, evaluated on the recorded sequential trajectory, which the PreSTO chain follows
-    token for token on a deterministic engine.
+    :func:`~presto.prefetch.traversal.walk_decides`, the walk's own test, evaluated on the
+    recorded sequential trajectory, which the PreSTO chain follows token for token on a
+    deterministic engine.
     """
 
     name = "clairvoyant"
@@ -73,9 +69,8 @@ class ClairvoyantTraversal(Traversal):
         for depth in range(min(budget, depth_cap)):
             decision = inputs(depth)
             cut = kernel.cut(root, decision)
-            tokens, realized_cut = self.trajectory[(decision.stage, decision.transition)]
-            decided = np.array_equal(tokens[:cut], root.tokens[:cut]) and realized_cut == cut
-            if depth > 0 and not decided:
+            state = self.trajectory[(decision.stage, decision.transition)]
+            if depth > 0 and not walk_decides(kernel, root, state, cut, decision):
                 break
             plan[depth] = cut
         return plan

@@ -22,8 +22,12 @@ decide is how MANY depths to request. This rule:
    probability the root's stored log q gives);
    The reach probabilities are then calibrated online against realized walks
    (:class:`ReachCalibration`: one exponent, fitted by maximum likelihood on which
-   requested depths the walks of earlier rounds decided, with the same model: a
-   hot-swapped checkpoint starts a fresh calibration);
+   depths the walks of earlier rounds decided, with the same model: a hot-swapped
+   checkpoint starts a fresh calibration). A walk is followed past its round's last
+   request (:class:`PendingWalk`): the chain is the same whatever was requested, so
+   the states of the next rounds tell how far it would have gone. Judged only on the
+   depths it requested, a rule that requests few would never see that walks go
+   farther, and would keep requesting few;
 2. predicts the cost of a call carrying depths 0..m-1 with a model fitted online to the
    engine's measured call times, t = a + b * (tokens generated) + c * (longest suffix)
    (non-negative least squares; a batched decode costs about one step per token of the
@@ -51,6 +55,7 @@ from __future__ import annotations
 import sys
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +66,7 @@ from presto.engines.base import SuffixRequest
 from presto.predictor.features import feature_matrix
 from presto.predictor.hotload import HotPredictor, Predictor
 from presto.prefetch.allocation import best_depth_count, expected_reused_tokens, shared_request_walk
-from presto.prefetch.traversal import Traversal
+from presto.prefetch.traversal import Traversal, walk_decides
 from presto.prefetch.tree import PATH_FEATURES, node_features
 from presto.samplers.kernel import Kernel
 from presto.samplers.randomness import DecisionInputs
@@ -210,6 +215,9 @@ class PredictiveTraversal(Traversal):
         self.cost_model = cost_model or CallCostModel()
         self.reach_calibration = reach_calibration or ReachCalibration()
         self.last_plan: dict[str, Any] | None = None
+        self._round: tuple[tuple[Any, int], int] | None = None  # ((ChainKey, stage), transition) just planned
+        self._planned: PendingWalk | None = None  # its walk to follow, when the plan predicted reach
+        self._pending: list[PendingWalk] = []  # walks of earlier rounds still followed
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> PredictiveTraversal:
@@ -238,12 +246,27 @@ class PredictiveTraversal(Traversal):
         """Called by the PrefetchStepper after each engine call with its measured time."""
         self.cost_model.observe(record["generated_tokens"], record["longest_suffix"], record["call_time_s"])
 
-    def observe_round(self, realized: int) -> None:
-        """Called by the PrefetchStepper after each walk with the transitions it realized."""
-        predicted = self.last_plan.get("realize_raw") if self.last_plan else None
-        if predicted is not None:
-            model = self.last_plan["predictor"]
-            self.reach_calibration.observe(predicted[: self.last_plan["depths"]], realized, model)
+    def observe_round(self, realized: int, states: Sequence[ChainState] = ()) -> None:
+        """Called by the PrefetchStepper after each walk: the transitions it realized and the
+        states it went through; walks still followed learn how far they went, and those
+        that are done go to the reach calibration."""
+        planned, self._planned = self._planned, None
+        if self._round is None:
+            return
+        (chain, start), self._round = self._round, None
+        if not states:  # nothing to follow the walk with: judge the requested depths only
+            if planned is not None:
+                self.reach_calibration.observe(planned.predicted[: self.last_plan["depths"]], realized, planned.model)
+            return
+        # Walks of another chain or block can never be followed further.
+        walks = [w for w in self._pending if w.chain == chain] + ([planned] if planned is not None else [])
+        self._pending = []
+        for walk in walks:
+            walk.follow(start, states)
+            if walk.length is None:
+                self._pending.append(walk)
+            else:
+                self.reach_calibration.observe(walk.predicted, walk.length, walk.model)
 
     def current_predictor(self) -> Predictor | None:
         if isinstance(self.predictor, HotPredictor):
@@ -279,6 +302,8 @@ class PredictiveTraversal(Traversal):
         reusable: Collection[SuffixRequest] = (),
     ) -> dict[int, int]:
         depths = min(budget, depth_cap)
+        decision = inputs(0)
+        self._round, self._planned = ((decision.key, decision.stage), decision.transition), None
         cuts = [kernel.cut(root, inputs(d)) for d in range(depths)]
         predictor = self.current_predictor()
         info: dict[str, Any] = {
@@ -317,6 +342,16 @@ class PredictiveTraversal(Traversal):
             self.reach_calibration.use(info["predictor"])  # a swapped-in model is not fitted on the old one's pairs
             calibrated = self.reach_calibration.apply(realize)
             count = best_depth_count(calibrated, costs)
+            self._planned = PendingWalk(
+                chain=self._round[0],
+                start=self._round[1],
+                kernel=kernel,
+                root=root,
+                cuts=cuts,
+                inputs=inputs,
+                predicted=realize.tolist(),
+                model=info["predictor"],
+            )
             info.update(
                 realize=calibrated.tolist(),
                 realize_raw=realize.tolist(),
@@ -327,6 +362,43 @@ class PredictiveTraversal(Traversal):
         info["depths"] = count
         self.last_plan = info
         return {d: cuts[d] for d in range(count)}
+
+
+@dataclass
+class PendingWalk:
+    """A round's walk followed as if every depth up to its plan's maximum had been requested.
+
+    ``length`` is None until known: the number of depths that walk decides, i.e. up to the
+    first depth d whose state (the chain's state before transition ``start + d``, the
+    same whatever was requested) fails :func:`~presto.prefetch.traversal.walk_decides`.
+    """
+
+    chain: tuple[Any, int]  # (ChainKey, stage): a walk never leaves its chain's block
+    start: int  # transition of the root
+    kernel: Kernel
+    root: ChainState
+    cuts: list[int]  # speculated from the root, one per plannable depth
+    inputs: Callable[[int], DecisionInputs]
+    predicted: list[float]  # the model's reach probability of each plannable depth
+    model: str | None
+    decided: int = 0
+    length: int | None = None
+
+    def follow(self, first: int, states: Sequence[ChainState]) -> None:
+        """``states[i]``: the chain's state before transition ``first + i``."""
+        while self.length is None:
+            depth = self.decided
+            index = self.start + depth - first
+            if depth == len(self.cuts):
+                self.length = depth
+            elif not 0 <= index < len(states):
+                return  # that state comes with a later round
+            elif depth == 0 or walk_decides(
+                self.kernel, self.root, states[index], self.cuts[depth], self.inputs(depth)
+            ):
+                self.decided += 1
+            else:
+                self.length = depth
 
 
 def describe_predictor(predictor: Predictor) -> str:

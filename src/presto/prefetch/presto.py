@@ -97,7 +97,8 @@ class PrefetchStepper:
                 raise RuntimeError("a prefetch round realized no transition (depth 0 must always be valid)")
             done += len(path)
             trace.rounds += 1
-            self.traversal.observe_round(len(path))  # a predictive rule learns how far walks really go
+            # A predictive rule learns how far walks really go (also past this round's last request).
+            self.traversal.observe_round(len(path), [root, *(decision.state for decision in path)])
             if self.on_round is not None:
                 self.on_round(
                     {

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import importlib
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Sequence
 from typing import Any, ClassVar
 
 from presto.engines.base import SuffixRequest
@@ -62,8 +62,18 @@ class Traversal(ABC):
     def observe_call(self, record: dict[str, Any]) -> None:  # noqa: B027 - most rules learn nothing
         """After a round's engine call: call_time_s, generated_tokens, unique_requests, longest_suffix."""
 
-    def observe_round(self, realized: int) -> None:  # noqa: B027 - most rules learn nothing
-        """After a round's walk: the number of transitions it realized."""
+    def observe_round(self, realized: int, states: Sequence[ChainState] = ()) -> None:  # noqa: B027
+        """After a round's walk: the transitions it realized, and the chain's state before each
+        decision it took and after the last (``realized + 1`` states, the root first)."""
+
+
+def walk_decides(kernel: Kernel, root: ChainState, state: ChainState, cut: int, inputs: DecisionInputs) -> bool:
+    """Whether a walk from ``root`` that has reached ``state`` decides the depth whose request
+    was cut at ``cut`` (speculated from the root): the state still holds the root's first
+    ``cut`` tokens and, for a state-dependent cut law, its own cut is that one."""
+    if not state.shares_prefix(root, cut):
+        return False
+    return not kernel.state_depends_cut or kernel.cut(state, inputs) == cut
 
 
 class BreadthFirst(Traversal):
