@@ -87,11 +87,3 @@ def test_benchmark_compares_every_setting_with_identical_chains(toy_table, tmp_p
 def test_benchmark_refuses_a_mistyped_option(toy_table, tmp_path):
     done = run_script("--npf", "5", *toy_overrides(toy_table), cwd=tmp_path)
     assert done.returncode == 2 and "--npf" in done.stderr
-
-
-def test_benchmark_names_its_traversals_for_an_unknown_one(toy_table, tmp_path):
-    done = run_script("--traversals", "bogus", *toy_overrides(toy_table), cwd=tmp_path)
-    assert done.returncode == 2
-    assert done.stderr.strip().splitlines()[-1] == (
-        "error: --traversals bogus: not a PreSTO traversal; choose from bfs, clairvoyant, predictive"
-    )

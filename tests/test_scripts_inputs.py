@@ -69,7 +69,7 @@ def test_oracle_bound_shows_progress_over_rounds(bfs_run, monkeypatch, capsys):
         (("--n-pf", "0"), "--n-pf values must be >= 1"),
         (("--n-pf", "-2"), "--n-pf values must be >= 1"),
         (("--traversals", "sequential"), "the sequential chain always runs"),
-        (("--traversals", "bfs", "dfs"), "traversal=dfs is not an option"),
+        (("--traversals", "bfs", "dfs"), "--traversals dfs: not a PreSTO traversal; choose from bfs, clairvoyant,"),
         (("--samplers", "best_of_n"), "sampler=best_of_n is a test-time baseline"),
         (("no_such_key=1",), "Could not override 'no_such_key'"),
         (("sampler.steps=x",), "sampler.steps must be an integer"),
