@@ -58,7 +58,7 @@ class FixedCost(CallCostModel):
         super().__init__()
         self.coef = np.array([a, b, c])
 
-    def observe(self, tokens, longest, seconds):
+    def observe(self, tokens, longest, seconds, pairs=None):
         return None
 
 
@@ -266,15 +266,48 @@ def test_cost_model_recovers_a_linear_law_and_leans_on_decode_steps_when_it_cann
     for _ in range(200):
         tokens, longest = rng.integers(10, 500), rng.integers(5, 64)
         model.observe(tokens, longest, 0.3 + 0.002 * tokens + 0.01 * longest + rng.normal(0, 1e-4))
-    np.testing.assert_allclose(model.coef, [0.3, 0.002, 0.01], rtol=0.1, atol=2e-3)
+    np.testing.assert_allclose(model.coef, [0.3, 0.002, 0.01, 0.0], rtol=0.1, atol=2e-3)  # no pairs seen: d = 0
     # BFS-like calls: the longest suffix never varies, so intercept and per-step cost are confounded.
     blind = CallCostModel(min_calls=3)
     for _ in range(20):
         tokens = rng.integers(300, 900)
         blind.observe(tokens, 64, 1.0 + 0.001 * tokens)
-    a, _, c = blind.coef
+    a, _, c, _ = blind.coef
     assert c * 64 > a  # the prior puts the unidentified time into decode steps
     assert blind.predict(np.array([600]), np.array([64]))[0] == pytest.approx(1.6, rel=0.05)
+
+
+def test_cost_model_prices_mid_width_calls_when_wide_ones_cost_more_per_row():
+    """An engine whose per-row step cost grows with the batch (the transformers engine on a CPU):
+    7-row and 140-row calls measured, 21-row calls predicted. Without the pairs term the wide
+    calls push the fit onto the per-token cost and a 21-row call looks twice as dear as it is."""
+    from presto.prefetch.allocation import squared_row_steps
+
+    def seconds(rows: int, length: int) -> float:  # per step: 50 ms + 1 ms a row + 0.05 ms a pair
+        return length * (0.05 + 0.001 * rows + 0.00005 * rows**2)
+
+    rng = np.random.default_rng(1)
+    full, blind = CallCostModel(min_calls=3), CallCostModel(min_calls=3)
+    for rows in [140, 140] + [7, 7, 7, 14] * 10:  # the first BFS calls, then the rule's own narrow ones
+        length = int(rng.integers(20, 64))
+        lengths = [length] * rows
+        measured = seconds(rows, length) * (1 + rng.normal(0, 0.02))
+        full.observe(rows * length, length, measured, squared_row_steps(lengths))
+        blind.observe(rows * length, length, measured)
+    truth = seconds(21, 50)
+    with_pairs = full.predict(np.array([21 * 50]), np.array([50]), np.array([squared_row_steps([50] * 21)]))[0]
+    without = blind.predict(np.array([21 * 50]), np.array([50]))[0]
+    assert with_pairs == pytest.approx(truth, rel=0.2)
+    assert without > 1.5 * truth
+
+
+def test_squared_row_steps_counts_pairs_of_rows_decoding_together():
+    from presto.prefetch.allocation import squared_row_steps
+
+    lengths = [5, 3, 3, 1, 0]
+    by_step = sum(sum(1 for n in lengths if n > t) ** 2 for t in range(max(lengths)))
+    assert squared_row_steps(lengths) == by_step == 36
+    assert squared_row_steps([]) == 0.0
 
 
 def test_hot_load_switches_between_rounds_and_survives_a_corrupted_file(tmp_path, predictors, capsys):

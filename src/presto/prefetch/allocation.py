@@ -375,3 +375,16 @@ def best_depth_count(realize: np.ndarray, costs: np.ndarray | None) -> int:
     rate = np.cumsum(realize) / np.maximum(costs, 1e-12)
     best = float(rate.max())
     return int(np.flatnonzero(rate >= best * (1.0 - 1e-9))[-1]) + 1
+
+
+def squared_row_steps(lengths: Sequence[int]) -> float:
+    """Sum over a call's decode steps of (rows still decoding)^2, for rows of these lengths.
+
+    A batch decodes one token per row per step until its longest row is done, so step t
+    has r_t = #{rows longer than t}. Summing r_t^2 counts every pair of rows for as long as
+    both decode: sum_ij min(L_i, L_j) = sum_k (2k - 1) L_(k), lengths sorted longest first.
+    The call-cost model's term for costs that grow faster than the rows of a step (an
+    engine whose per-row work grows with the batch).
+    """
+    ordered = np.sort(np.asarray(lengths, dtype=np.float64))[::-1]
+    return float(np.sum((2.0 * np.arange(1, len(ordered) + 1) - 1.0) * ordered))

@@ -65,7 +65,12 @@ from presto.config import ConfigError
 from presto.engines.base import SuffixRequest
 from presto.predictor.features import feature_matrix
 from presto.predictor.hotload import HotPredictor, Predictor
-from presto.prefetch.allocation import best_depth_count, expected_reused_tokens, shared_request_walk
+from presto.prefetch.allocation import (
+    best_depth_count,
+    expected_reused_tokens,
+    shared_request_walk,
+    squared_row_steps,
+)
 from presto.prefetch.traversal import Traversal, walk_decides
 from presto.prefetch.tree import PATH_FEATURES, node_features
 from presto.samplers.kernel import Kernel
@@ -76,11 +81,17 @@ OPTIONS = ("predictor", "cost_aware", "min_calls", "window", "prior_calls")
 
 
 class CallCostModel:
-    """Seconds of one engine call from (tokens generated, longest suffix), fitted to measured calls.
+    """Seconds of one engine call from the rows it decodes, fitted to measured calls.
 
-    ``t = a + b * tokens + c * longest`` with a, b, c >= 0: an engine decodes a batch one
-    token step at a time, so a call costs about one step per token of its longest row
-    (c), a share per generated token (b) and a fixed part (a: prefill, scheduling).
+    ``t = a + b * tokens + c * longest + d * pairs`` with a, b, c, d >= 0: an engine
+    decodes a batch one token step at a time, so a call costs about one step per token of
+    its longest row (c), a share per generated token (b), a fixed part (a: prefill,
+    scheduling), and, where a step's work per row grows with the rows beside it, a share
+    per pair of rows decoding together (d; ``pairs`` is
+    :func:`~presto.prefetch.allocation.squared_row_steps`). Without that last term one
+    wide call (140 rows on the transformers engine on a CPU, dearer per row than 7) tilts
+    the fit onto the per-token cost, and mid-width calls, cheaper per row than both, look
+    so dear that the rule never makes them. Calls observed without ``pairs`` fit a, b, c.
 
     BFS calls nearly always carry some depth with a long suffix, so from BFS alone the
     intercept and the per-step cost are not identifiable. The fit is therefore a
@@ -95,37 +106,43 @@ class CallCostModel:
             raise ValueError(f"need 1 <= min_calls <= window and prior_calls >= 0, got {min_calls}, {window}")
         self.min_calls = min_calls
         self.prior_calls = prior_calls
-        self.rows: deque[tuple[float, float, float]] = deque(maxlen=window)
+        self.rows: deque[tuple[float, float, float | None, float]] = deque(maxlen=window)
         self.coef: np.ndarray | None = None
 
-    def observe(self, tokens: float, longest: float, seconds: float) -> None:
+    def observe(self, tokens: float, longest: float, seconds: float, pairs: float | None = None) -> None:
         if not (np.isfinite(seconds) and seconds >= 0 and tokens > 0 and longest > 0):
             return
-        self.rows.append((float(tokens), float(longest), float(seconds)))
+        self.rows.append((float(tokens), float(longest), None if pairs is None else float(pairs), float(seconds)))
         if len(self.rows) < self.min_calls:
             return
         from scipy.optimize import nnls
 
-        data = np.asarray(self.rows)
-        design = np.column_stack([np.ones(len(data)), data[:, 0], data[:, 1]])
+        with_pairs = all(row[2] is not None for row in self.rows)
+        data = np.asarray([row if with_pairs else (*row[:2], 0.0, row[3]) for row in self.rows], dtype=np.float64)
+        columns = [np.ones(len(data)), data[:, 0], data[:, 1]] + ([data[:, 2]] if with_pairs else [])
+        design = np.column_stack(columns)
         scale = design.mean(axis=0)  # every column > 0
         weight = np.sqrt(self.prior_calls)
-        prior = np.array([0.0, 0.0, data[:, 2].mean()])  # scaled: all time in decode steps
-        system = np.vstack([design / scale, weight * np.eye(3)])
-        target = np.concatenate([data[:, 2], weight * prior])
+        prior = np.zeros(design.shape[1])
+        prior[2] = data[:, 3].mean()  # scaled: all time in decode steps
+        system = np.vstack([design / scale, weight * np.eye(design.shape[1])])
+        target = np.concatenate([data[:, 3], weight * prior])
         coef, _ = nnls(system, target)
-        self.coef = coef / scale
+        self.coef = np.append(coef / scale, [0.0] * (4 - len(coef)))
 
     @property
     def token_cost(self) -> float:
         """Fitted seconds per generated token (b); 0 before the first fit."""
         return 0.0 if self.coef is None else float(self.coef[1])
 
-    def predict(self, tokens: np.ndarray, longest: np.ndarray) -> np.ndarray | None:
+    def predict(self, tokens: np.ndarray, longest: np.ndarray, pairs: np.ndarray | None = None) -> np.ndarray | None:
         if self.coef is None:
             return None
-        a, b, c = self.coef
-        return a + b * np.asarray(tokens, dtype=np.float64) + c * np.asarray(longest, dtype=np.float64)
+        a, b, c = self.coef[:3]
+        cost = a + b * np.asarray(tokens, dtype=np.float64) + c * np.asarray(longest, dtype=np.float64)
+        if pairs is not None and len(self.coef) > 3:
+            cost = cost + self.coef[3] * np.asarray(pairs, dtype=np.float64)
+        return cost
 
 
 class ReachCalibration:
@@ -244,7 +261,9 @@ class PredictiveTraversal(Traversal):
 
     def observe_call(self, record: dict[str, Any]) -> None:
         """Called by the PrefetchStepper after each engine call with its measured time."""
-        self.cost_model.observe(record["generated_tokens"], record["longest_suffix"], record["call_time_s"])
+        self.cost_model.observe(
+            record["generated_tokens"], record["longest_suffix"], record["call_time_s"], record.get("row_pairs")
+        )
 
     def observe_round(self, realized: int, states: Sequence[ChainState] = ()) -> None:
         """Called by the PrefetchStepper after each walk: the transitions it realized and the
@@ -332,7 +351,8 @@ class PredictiveTraversal(Traversal):
             depth_tokens = [sum(group) for group in lengths]
             tokens = np.cumsum(depth_tokens)
             longest = np.maximum.accumulate([max(group, default=0) for group in lengths])
-            costs = self.cost_model.predict(tokens, np.maximum(longest, 1))
+            pairs = [squared_row_steps([n for group in lengths[: m + 1] for n in group]) for m in range(len(lengths))]
+            costs = self.cost_model.predict(tokens, np.maximum(longest, 1), np.asarray(pairs))
             if costs is not None:
                 # A depth this walk leaves undecided is not lost when the next round can reuse
                 # it: its generated tokens are then not paid again. Without this credit the

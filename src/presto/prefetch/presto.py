@@ -15,6 +15,7 @@ from dataclasses import replace
 from typing import Any
 
 from presto.engines.base import SuffixRequest, SuffixResult
+from presto.prefetch.allocation import squared_row_steps
 from presto.prefetch.traversal import Traversal
 from presto.prefetch.tree import log_tree
 from presto.samplers.chain import ChainTrace
@@ -72,6 +73,7 @@ class PrefetchStepper:
                         "generated_tokens": engine.stats.generated_tokens - before.generated_tokens,
                         "unique_requests": engine.stats.unique_requests - before.unique_requests,
                         "longest_suffix": max(r.num_new_tokens for r in batch),
+                        "row_pairs": squared_row_steps([r.num_new_tokens for r in batch]),
                     }
                 )
             results, offset = {}, 0

@@ -60,7 +60,8 @@ class Traversal(ABC):
     # Feedback from the PrefetchStepper; rules that learn override these. A plan may use
     # what they learned, the chain never does (any plan is exact).
     def observe_call(self, record: dict[str, Any]) -> None:  # noqa: B027 - most rules learn nothing
-        """After a round's engine call: call_time_s, generated_tokens, unique_requests, longest_suffix."""
+        """After a round's engine call: call_time_s, generated_tokens, unique_requests, longest_suffix,
+        row_pairs (:func:`~presto.prefetch.allocation.squared_row_steps` of the generated rows)."""
 
     def observe_round(self, realized: int, states: Sequence[ChainState] = ()) -> None:  # noqa: B027
         """After a round's walk: the transitions it realized, and the chain's state before each
