@@ -30,8 +30,9 @@ decide is how MANY depths to request. This rule:
    farther, and would keep requesting few;
 2. predicts the cost of a call carrying depths 0..m-1 with a model fitted online to the
    engine's measured call times, t = a + b * (tokens generated) + c * (longest suffix)
-   (non-negative least squares; a batched decode costs about one step per token of the
-   longest row plus a per-row share), less the tokens of requests the walk is predicted
+   + d * (pairs of rows decoding together) (non-negative least squares; a batched decode
+   costs about one step per token of the longest row plus a per-row share, and on some
+   engines a row's share grows with the batch), less the tokens of requests the walk is predicted
    to leave undecided that the next round can still reuse (the DP also gives where walks
    are deferred, and a deeper request survives when its cut is within the deferred
    state's agreement with the root);
