@@ -16,7 +16,7 @@ from typing import Any
 
 from presto.engines.base import SuffixRequest, SuffixResult
 from presto.prefetch.allocation import squared_row_steps
-from presto.prefetch.traversal import Traversal
+from presto.prefetch.traversal import Traversal, walk_decides
 from presto.prefetch.tree import log_tree
 from presto.samplers.chain import ChainTrace
 from presto.samplers.kernel import Decision
@@ -86,11 +86,13 @@ class PrefetchStepper:
                 if depth not in plan:
                     break
                 cut = plan[depth]
-                if not state.shares_prefix(root, cut):
-                    break  # deferred: the realized path rewrote the prefix this proposal used
-                if kernel.state_depends_cut and kernel.cut(state, inputs(depth)) != cut:
-                    trace.discarded_requests += 1
-                    break  # the speculated cut does not hold for the realized state
+                # Deferred: the realized path rewrote the prefix this proposal used, or (a
+                # state-dependent cut law) the speculated cut does not hold for the realized
+                # state. The same test the traversals use to predict or replay walks.
+                if not walk_decides(kernel, root, state, cut, inputs(depth)):
+                    if kernel.state_depends_cut and state.shares_prefix(root, cut):
+                        trace.discarded_requests += 1  # a speculative proposal its cut invalidated
+                    break
                 decision = kernel.decide(state, cut, results[depth], inputs(depth))
                 path.append(decision)
                 state = decision.state

@@ -71,7 +71,8 @@ class Traversal(ABC):
 def walk_decides(kernel: Kernel, root: ChainState, state: ChainState, cut: int, inputs: DecisionInputs) -> bool:
     """Whether a walk from ``root`` that has reached ``state`` decides the depth whose request
     was cut at ``cut`` (speculated from the root): the state still holds the root's first
-    ``cut`` tokens and, for a state-dependent cut law, its own cut is that one."""
+    ``cut`` tokens and, for a state-dependent cut law, its own cut is that one. The
+    PrefetchStepper's walk stops at the first depth that fails it."""
     if not state.shares_prefix(root, cut):
         return False
     return not kernel.state_depends_cut or kernel.cut(state, inputs) == cut
