@@ -152,7 +152,6 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     for name in rules:
         if name not in TRAVERSALS:
             raise ConfigError(f"--traversals {name}: not a PreSTO traversal; choose from {', '.join(known)}")
-    check_group_choices(PROJECT_ROOT / "conf", [f"traversal={name}" for name in rules])
     settings = validate(cfg)
     samplers = args.samplers or [settings.sampler.name]
     baselines = [name for name in samplers if name in BASELINES]
