@@ -14,6 +14,7 @@ from presto.config import ConfigError, SamplerSettings
 from presto.engines.toy import ToyEngine
 from presto.predictor import DEFAULT_CHECKPOINT
 from presto.predictor.hotload import CHECKPOINT_FORMAT, HotPredictor, PredictorError, load_predictor
+from presto.prefetch.allocation import warmup_depth_count
 from presto.prefetch.predictive import CallCostModel, PredictiveTraversal, ReachCalibration
 from presto.prefetch.presto import PrefetchStepper
 from presto.prefetch.traversal import TRAVERSALS, BreadthFirst
@@ -138,21 +139,38 @@ def test_not_cost_aware_is_bfs(tmp_path, predictors):
         assert plans["predictive"] == plans["bfs"]
 
 
-def test_without_timings_it_plans_like_bfs_and_then_learns_the_cost(tmp_path):
+@pytest.mark.parametrize("sampler", ["powermh", "multitry"])
+def test_without_timings_it_warms_up_on_few_rows_then_learns_the_cost(tmp_path, sampler):
     engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=4))
-    traversal = PredictiveTraversal(None, True, CallCostModel(min_calls=3))
-    seen = []
-    run_chain(
-        kernel_for("powermh"),
-        engine,
-        PrefetchStepper(traversal, 6, lambda r: seen.append(dict(traversal.last_plan))),
-        [],
-        ChainKey(0, 0, 0),
-        BlockSchedule(16, 16, 30),
-    )
-    assert seen[0]["costs"] is None and seen[0]["depths"] == seen[0]["max_depths"]
-    assert traversal.cost_model.coef is not None
-    assert [s for s in seen if s["max_depths"] > 1][-1]["costs"] is not None
+    kernel = kernel_for(sampler)
+    traversal = PredictiveTraversal(None, True, CallCostModel(min_calls=3), warmup_rows=4)
+    seen, calls = [], []
+    original = engine.generate
+    engine.generate = lambda batch: calls.append(len(batch)) or original(batch)
+    stepper = PrefetchStepper(traversal, 12, lambda r: seen.append((dict(traversal.last_plan), r)))
+    run_chain(kernel, engine, stepper, [], ChainKey(0, 0, 0), BlockSchedule(16, 16, 30))
+    warmup = [(plan, record) for plan, record in seen if plan["max_depths"] > 1 and plan["costs"] is None]
+    assert len(warmup) == 3 and all(plan["warmup"] for plan, _ in warmup)
+    for observed, (plan, record) in enumerate(warmup):
+        # The longest prefix of depths whose new rows fit in 4, 8, 16 rows (at least depth 0).
+        assert plan["depths"] == 1 or record["generated_requests"] <= 4 << observed
+    # Not BFS's first call: PowerMH's one row per depth stops at 4 depths of 12, and
+    # MultiTryMH's 2M - 1 = 3 rows per depth (M = 2 here) at 1.
+    assert warmup[0][0]["max_depths"] == 12
+    assert warmup[0][0]["depths"] == {"powermh": 4, "multitry": 1}[sampler]
+    assert calls[1] == {"powermh": 4, "multitry": 3}[sampler]  # calls[0]: the block's first tokens
+    assert traversal.cost_model.coef is not None and traversal.cost_model.calls >= 3
+    assert [plan for plan, _ in seen if plan["max_depths"] > 1][-1]["costs"] is not None
+
+
+def test_warmup_depth_count_fits_the_doubling_row_budget():
+    rows = [7, 7, 7, 7, 7]  # MultiTryMH: 2M - 1 new rows per depth
+    assert [warmup_depth_count(rows, calls, first_rows=8) for calls in range(4)] == [1, 2, 4, 5]
+    assert [warmup_depth_count([1] * 20, calls, first_rows=8) for calls in range(3)] == [8, 16, 20]
+    assert warmup_depth_count([0, 0, 3, 9], 0, first_rows=8) == 3  # reused depths are free
+    assert warmup_depth_count([12, 1], 0, first_rows=8) == 1  # depth 0 even when it alone overflows
+    with pytest.raises(ValueError):
+        warmup_depth_count([], 0)
 
 
 def test_proposals_an_earlier_round_generated_cost_nothing(tmp_path):
@@ -363,6 +381,10 @@ def test_from_options_checks_keys_and_checkpoints(tmp_path):
     write_predictor(json_like, [0.0, 0.0, 0.0], features=("cut_fraction",))
     assert PredictiveTraversal.from_options({"predictor": str(json_like)}).current_predictor() is not None
     assert PredictiveTraversal.from_options({"predictor": None}).current_predictor() is None
+    assert PredictiveTraversal.from_options({"predictor": None, "warmup_rows": 3}).warmup_rows == 3
+    for bad in (0, -2, 2.5, True, "8"):
+        with pytest.raises(ConfigError, match=r"traversal\.warmup_rows"):
+            PredictiveTraversal.from_options({"predictor": None, "warmup_rows": bad})
 
 
 def test_the_shipped_predictor_loads():

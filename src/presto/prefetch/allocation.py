@@ -377,6 +377,24 @@ def best_depth_count(realize: np.ndarray, costs: np.ndarray | None) -> int:
     return int(np.flatnonzero(rate >= best * (1.0 - 1e-9))[-1]) + 1
 
 
+def warmup_depth_count(rows_per_depth: Sequence[int], calls_observed: int, first_rows: int = 8) -> int:
+    """Depths to request while the call-cost model has too few measured calls to predict.
+
+    The longest prefix of depths whose new rows fit in ``first_rows``, a row budget that
+    doubles with every call measured so far (at least depth 0). A decode step of a few rows
+    costs about one row's on any engine (it is bound by reading the weights), so the first
+    calls stay cheap wherever rows are dear, while samplers with one row per depth still
+    start near BFS; the doubling then spans the widths the cost model is fitted on.
+    Planning like BFS instead made the very first call the widest of the run: one 140-row
+    MultiTryMH call on the transformers engine on a CPU cost more than the rest of its chain.
+    """
+    if len(rows_per_depth) == 0:
+        raise ValueError("at least one depth must be plannable")
+    budget = first_rows << min(max(calls_observed, 0), 16)
+    fits = int(np.count_nonzero(np.cumsum(rows_per_depth) <= budget))
+    return max(1, fits)
+
+
 def squared_row_steps(lengths: Sequence[int]) -> float:
     """Sum over a call's decode steps of (rows still decoding)^2, for rows of these lengths.
 

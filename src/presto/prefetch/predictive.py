@@ -38,8 +38,11 @@ decide is how MANY depths to request. This rule:
    state's agreement with the root);
 3. requests the m that maximizes predicted transitions per predicted second.
 
-With ``cost_aware: false`` (or before the cost model has seen enough calls) it requests
-every depth BFS would: same requests, same calls. The chain never changes: any prefix of
+With ``cost_aware: false`` it requests every depth BFS would: same requests, same calls.
+Before the cost model has seen ``min_calls`` calls it warms up: the depths whose new rows
+fit in ``warmup_rows``, doubled with each measured call (cheap first calls that span
+widths for the fit; a BFS-wide first call can cost more than the rest of its chain where
+a call's time follows its tokens). The chain never changes: any prefix of
 depths is a valid plan, and the walk takes the kernel's own decisions with the
 decision's own random inputs (Proposition 1), so the predictor and the timings only move
 the boundary between this call and the next.
@@ -71,6 +74,7 @@ from presto.prefetch.allocation import (
     expected_reused_tokens,
     shared_request_walk,
     squared_row_steps,
+    warmup_depth_count,
 )
 from presto.prefetch.traversal import Traversal, walk_decides
 from presto.prefetch.tree import PATH_FEATURES, node_features
@@ -78,7 +82,7 @@ from presto.samplers.kernel import Kernel
 from presto.samplers.randomness import DecisionInputs
 from presto.samplers.state import ChainState
 
-OPTIONS = ("predictor", "cost_aware", "min_calls", "window", "prior_calls")
+OPTIONS = ("predictor", "cost_aware", "min_calls", "window", "prior_calls", "warmup_rows")
 
 
 class CallCostModel:
@@ -99,7 +103,8 @@ class CallCostModel:
     non-negative least squares with a weak ridge prior (``prior_calls`` pseudo-calls,
     on columns scaled to their mean) that attributes time to decode steps; measured
     calls with other longest suffixes (which the traversal's own plans produce) override
-    it. No prediction before ``min_calls`` calls (the traversal then plans like BFS).
+    it. No prediction before ``min_calls`` calls (the traversal then warms up:
+    :func:`~presto.prefetch.allocation.warmup_depth_count`).
     """
 
     def __init__(self, min_calls: int = 3, window: int = 256, prior_calls: float = 2.0) -> None:
@@ -130,6 +135,11 @@ class CallCostModel:
         target = np.concatenate([data[:, 3], weight * prior])
         coef, _ = nnls(system, target)
         self.coef = np.append(coef / scale, [0.0] * (4 - len(coef)))
+
+    @property
+    def calls(self) -> int:
+        """Measured calls the fit holds (at most ``window``)."""
+        return len(self.rows)
 
     @property
     def token_cost(self) -> float:
@@ -227,11 +237,13 @@ class PredictiveTraversal(Traversal):
         cost_aware: bool = True,
         cost_model: CallCostModel | None = None,
         reach_calibration: ReachCalibration | None = None,
+        warmup_rows: int = 8,
     ) -> None:
         self.predictor = predictor
         self.cost_aware = bool(cost_aware)
         self.cost_model = cost_model or CallCostModel()
         self.reach_calibration = reach_calibration or ReachCalibration()
+        self.warmup_rows = warmup_rows  # new rows of the first call before the cost model predicts
         self.last_plan: dict[str, Any] | None = None
         self._round: tuple[tuple[Any, int], int] | None = None  # ((ChainKey, stage), transition) just planned
         self._planned: PendingWalk | None = None  # its walk to follow, when the plan predicted reach
@@ -251,6 +263,9 @@ class PredictiveTraversal(Traversal):
             raise ConfigError(f"traversal.min_calls, window: need 1 <= min_calls <= window, got {min_calls}, {window}")
         if isinstance(prior_calls, bool) or not isinstance(prior_calls, int | float) or prior_calls < 0:
             raise ConfigError(f"traversal.prior_calls must be a number >= 0, got {prior_calls!r}")
+        warmup_rows = options.get("warmup_rows", 8)
+        if isinstance(warmup_rows, bool) or not isinstance(warmup_rows, int) or warmup_rows < 1:
+            raise ConfigError(f"traversal.warmup_rows must be an integer >= 1, got {warmup_rows!r}")
         path = resolve_predictor_path(options.get("predictor", "default"))
         predictor = None
         if path is not None:
@@ -258,7 +273,8 @@ class PredictiveTraversal(Traversal):
             if key not in _HOT:
                 _HOT[key] = HotPredictor(path)  # PredictorError (a ConfigError) if unusable at start
             predictor = _HOT[key]
-        return cls(predictor, cost_aware, CallCostModel(min_calls, window, float(prior_calls)), ReachCalibration())
+        cost_model = CallCostModel(min_calls, window, float(prior_calls))
+        return cls(predictor, cost_aware, cost_model, ReachCalibration(), warmup_rows)
 
     def observe_call(self, record: dict[str, Any]) -> None:
         """Called by the PrefetchStepper after each engine call with its measured time."""
@@ -362,7 +378,10 @@ class PredictiveTraversal(Traversal):
                 costs = costs - self.cost_model.token_cost * reused
             self.reach_calibration.use(info["predictor"])  # a swapped-in model is not fitted on the old one's pairs
             calibrated = self.reach_calibration.apply(realize)
-            count = best_depth_count(calibrated, costs)
+            if costs is None:  # warm-up: no cost prediction yet
+                count = warmup_depth_count([len(group) for group in lengths], self.cost_model.calls, self.warmup_rows)
+            else:
+                count = best_depth_count(calibrated, costs)
             self._planned = PendingWalk(
                 chain=self._round[0],
                 start=self._round[1],
@@ -377,6 +396,7 @@ class PredictiveTraversal(Traversal):
                 realize=calibrated.tolist(),
                 realize_raw=realize.tolist(),
                 reach_gamma=self.reach_calibration.gamma,
+                warmup=costs is None,
                 costs=None if costs is None else costs.tolist(),
                 reused_tokens=None if costs is None else reused.tolist(),
             )
