@@ -14,6 +14,7 @@ from presto.prefetch.allocation import (
     PrefetchTree,
     best_depth_count,
     expected_reused_tokens,
+    expected_saved_steps,
     expected_transitions,
     expected_transitions_recursive,
     node_bfs,
@@ -271,3 +272,36 @@ def test_reused_tokens_match_path_enumeration(seed):
     # A walk that never accepts is never deferred: nothing to reuse.
     _, never = shared_request_walk(cuts, length, per_depth(np.zeros(depths)))
     np.testing.assert_allclose(expected_reused_tokens(cuts, never, tokens), 0.0)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_saved_steps_match_path_enumeration(seed):
+    """Decode steps a plan saves the next call (its reusable rows longer than the re-requested
+    deferred depth, the longest counting once): DP vs enumeration."""
+    rng = np.random.default_rng(700 + seed)
+    length, depths = 12, int(rng.integers(2, 8))
+    cuts = rng.integers(length, size=depths).tolist()
+    h = rng.random(depths)
+    longest = np.array([length - c for c in cuts], dtype=float) * rng.integers(0, 2, size=depths)
+    _, deferred = shared_request_walk(cuts, length, per_depth(h))
+    saved = expected_saved_steps(cuts, deferred, longest, length)
+
+    def walk(d, agree, p, plan):
+        if d == plan:
+            return 0.0
+        if cuts[d] > agree:
+            kept = [longest[j] for j in range(d + 1, plan) if cuts[j] <= agree]
+            return p * max(0.0, max(kept, default=0.0) - (length - cuts[d]))
+        return walk(d + 1, cuts[d], p * h[d], plan) + walk(d + 1, agree, p * (1 - h[d]), plan)
+
+    np.testing.assert_allclose(saved, [walk(0, length, 1.0, plan) for plan in range(1, depths + 1)], atol=1e-12)
+    assert saved[0] == 0.0 and np.all(np.diff(saved) >= -1e-12)
+
+
+def test_saved_steps_by_hand():
+    # Deferred at depth 0 (suffix 20 - 10 = 10 re-requested) with agreement 5, probability 1/2:
+    # depths 1 and 3 (cuts 4, 2) stay reusable; their rows of 16 and 18 steps save 6, then 8.
+    cuts, longest = [10, 4, 12, 2], [10.0, 16.0, 8.0, 18.0]
+    deferred = [{5: 0.5}, {3: 0.2}, {1: 0.25}, {}]
+    # Deferred at depth 1 (suffix 16) with agreement 3: depth 3's 18 steps save 2, weight 0.2.
+    np.testing.assert_allclose(expected_saved_steps(cuts, deferred, longest, 20), [0.0, 3.0, 3.0, 4.4])

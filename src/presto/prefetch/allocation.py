@@ -361,6 +361,30 @@ def expected_reused_tokens(
     return reused
 
 
+def expected_saved_steps(
+    cuts: Sequence[int], deferred: Sequence[dict[int, float]], longest: Sequence[float], root_length: int
+) -> np.ndarray:
+    """For each plan of depths 0..m-1: expected decode steps it saves the next round's call.
+
+    The reusable requests of :func:`expected_reused_tokens` also shorten the next call when
+    one of them would have been its longest row. That call re-requests the deferred depth s
+    (a suffix of ``root_length - cuts[s]`` tokens) in any case; a reusable depth j with a
+    longer suffix (``longest[j]``: its longest row, an early cut) would have added the
+    difference in decode steps. Only the longest reusable row counts: the steps of one
+    call are set by its longest row.
+    """
+    cuts = np.asarray(cuts, dtype=np.int64)
+    longest = np.asarray(longest, dtype=np.float64)
+    saved = np.zeros(len(cuts))
+    for s, law in enumerate(deferred):
+        needed = float(root_length - cuts[s])
+        for agree, p in law.items():
+            kept = np.where(cuts <= agree, longest, 0.0)
+            kept[: s + 1] = 0.0
+            saved += p * np.maximum(np.maximum.accumulate(kept) - needed, 0.0)
+    return saved
+
+
 def best_depth_count(realize: np.ndarray, costs: np.ndarray | None) -> int:
     """m in 1..len(realize) maximizing sum_{d<m} realize[d] / cost(m); without costs, all depths.
 

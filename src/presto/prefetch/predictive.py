@@ -32,10 +32,11 @@ decide is how MANY depths to request. This rule:
    engine's measured call times, t = a + b * (tokens generated) + c * (longest suffix)
    + d * (pairs of rows decoding together) (non-negative least squares; a batched decode
    costs about one step per token of the longest row plus a per-row share, and on some
-   engines a row's share grows with the batch), less the tokens of requests the walk is predicted
-   to leave undecided that the next round can still reuse (the DP also gives where walks
-   are deferred, and a deeper request survives when its cut is within the deferred
-   state's agreement with the root);
+   engines a row's share grows with the batch), less what the requests the walk is predicted
+   to leave undecided save the next round, which can still reuse them: their tokens, and
+   the decode steps by which one would have been the next call's longest row (the DP
+   also gives where walks are deferred, and a deeper request survives when its cut is
+   within the deferred state's agreement with the root);
 3. requests the m that maximizes predicted transitions per predicted second.
 
 With ``cost_aware: false`` it requests every depth BFS would: same requests, same calls.
@@ -72,6 +73,7 @@ from presto.predictor.hotload import HotPredictor, Predictor
 from presto.prefetch.allocation import (
     best_depth_count,
     expected_reused_tokens,
+    expected_saved_steps,
     shared_request_walk,
     squared_row_steps,
     warmup_depth_count,
@@ -145,6 +147,11 @@ class CallCostModel:
     def token_cost(self) -> float:
         """Fitted seconds per generated token (b); 0 before the first fit."""
         return 0.0 if self.coef is None else float(self.coef[1])
+
+    @property
+    def step_cost(self) -> float:
+        """Fitted seconds per decode step of a call's longest row (c); 0 before the first fit."""
+        return 0.0 if self.coef is None else float(self.coef[2])
 
     def predict(self, tokens: np.ndarray, longest: np.ndarray, pairs: np.ndarray | None = None) -> np.ndarray | None:
         if self.coef is None:
@@ -367,15 +374,18 @@ class PredictiveTraversal(Traversal):
             ]
             depth_tokens = [sum(group) for group in lengths]
             tokens = np.cumsum(depth_tokens)
-            longest = np.maximum.accumulate([max(group, default=0) for group in lengths])
+            depth_longest = [max(group, default=0) for group in lengths]
+            longest = np.maximum.accumulate(depth_longest)
             pairs = [squared_row_steps([n for group in lengths[: m + 1] for n in group]) for m in range(len(lengths))]
             costs = self.cost_model.predict(tokens, np.maximum(longest, 1), np.asarray(pairs))
             if costs is not None:
                 # A depth this walk leaves undecided is not lost when the next round can reuse
-                # it: its generated tokens are then not paid again. Without this credit the
+                # it: its generated tokens are then not paid again, nor the decode steps it
+                # would have added as the next call's longest row. Without this credit the
                 # rule under-requests (deep requests look like pure waste).
                 reused = expected_reused_tokens(cuts, deferred, depth_tokens)
-                costs = costs - self.cost_model.token_cost * reused
+                saved_steps = expected_saved_steps(cuts, deferred, depth_longest, root.length)
+                costs = costs - self.cost_model.token_cost * reused - self.cost_model.step_cost * saved_steps
             self.reach_calibration.use(info["predictor"])  # a swapped-in model is not fitted on the old one's pairs
             calibrated = self.reach_calibration.apply(realize)
             if costs is None:  # warm-up: no cost prediction yet
@@ -399,6 +409,7 @@ class PredictiveTraversal(Traversal):
                 warmup=costs is None,
                 costs=None if costs is None else costs.tolist(),
                 reused_tokens=None if costs is None else reused.tolist(),
+                saved_steps=None if costs is None else saved_steps.tolist(),
             )
         info["depths"] = count
         self.last_plan = info
