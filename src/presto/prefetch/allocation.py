@@ -338,26 +338,37 @@ def shared_request_walk(
     return realize, deferred
 
 
+def reusable_after_deferral(
+    cuts: Sequence[int], deferred: Sequence[dict[int, float]]
+) -> Iterable[tuple[int, float, np.ndarray]]:
+    """(s, probability, mask of the depths the next round can reuse) per way a walk is deferred.
+
+    A walk deferred at depth s with agreement L (``deferred[s][L]``, from
+    :func:`shared_request_walk`) leaves depths s+1.. undecided (s itself is re-requested
+    from a prefix it no longer shares), and the next round, rooted at that state, reuses
+    those with ``c_j <= L`` (requests are pure functions of their prefix).
+    """
+    cuts = np.asarray(cuts, dtype=np.int64)
+    for s, law in enumerate(deferred):
+        for agree, p in law.items():
+            mask = cuts <= agree
+            mask[: s + 1] = False
+            yield s, p, mask
+
+
 def expected_reused_tokens(
     cuts: Sequence[int], deferred: Sequence[dict[int, float]], tokens: Sequence[float]
 ) -> np.ndarray:
     """For each plan of depths 0..m-1: expected tokens it generates that the walk leaves undecided
-    but the next round can reuse.
+    but the next round can reuse (:func:`reusable_after_deferral`).
 
-    ``tokens[j]``: what depth j's request would generate in this call. A walk deferred
-    at depth s < m with agreement L leaves depths s+1..m-1 undecided (s itself is
-    re-requested from a prefix it no longer shares), and the next round, rooted at that
-    state, reuses those with ``c_j <= L`` (requests are pure functions of their prefix).
+    ``tokens[j]``: what depth j's request would generate in this call.
     """
-    cuts = np.asarray(cuts, dtype=np.int64)
     tokens = np.asarray(tokens, dtype=np.float64)
     reused = np.zeros(len(cuts))
-    for s, law in enumerate(deferred):
-        for agree, p in law.items():
-            # Reusable tokens of depths s+1..j for every plan end j, weighted by this deferral.
-            kept = np.where(cuts <= agree, tokens, 0.0)
-            kept[: s + 1] = 0.0
-            reused += p * np.cumsum(kept)
+    for _, p, mask in reusable_after_deferral(cuts, deferred):
+        # Reusable tokens of depths s+1..j for every plan end j, weighted by this deferral.
+        reused += p * np.cumsum(np.where(mask, tokens, 0.0))
     return reused
 
 
@@ -373,15 +384,11 @@ def expected_saved_steps(
     difference in decode steps. Only the longest reusable row counts: the steps of one
     call are set by its longest row.
     """
-    cuts = np.asarray(cuts, dtype=np.int64)
     longest = np.asarray(longest, dtype=np.float64)
     saved = np.zeros(len(cuts))
-    for s, law in enumerate(deferred):
+    for s, p, mask in reusable_after_deferral(cuts, deferred):
         needed = float(root_length - cuts[s])
-        for agree, p in law.items():
-            kept = np.where(cuts <= agree, longest, 0.0)
-            kept[: s + 1] = 0.0
-            saved += p * np.maximum(np.maximum.accumulate(kept) - needed, 0.0)
+        saved += p * np.maximum(np.maximum.accumulate(np.where(mask, longest, 0.0)) - needed, 0.0)
     return saved
 
 
