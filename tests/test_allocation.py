@@ -13,13 +13,12 @@ from presto.prefetch.allocation import (
     AllocationProgram,
     PrefetchTree,
     best_depth_count,
-    expected_reused_tokens,
-    expected_saved_steps,
     expected_transitions,
     expected_transitions_recursive,
     node_bfs,
     optimal_allocation,
     predicted_branch_probability,
+    prepaid_cost,
     reaching_weights,
     rounded_branch_probability,
     shared_request_walk,
@@ -224,16 +223,20 @@ def test_shared_request_walk_realization_with_repeats_matches_simulation(seed):
     cuts = rng.integers(length, size=depths).tolist()
     logq = np.log(rng.uniform(0.5, 1.0, size=length))
     h = rng.uniform(0.2, 0.9, size=depths)
-    dp = shared_request_walk(cuts, length, per_depth(h), repeat_logq=logq)[0]
-    merged = shared_request_walk(cuts, length, per_depth(h), repeat_logq=logq, path_dependent=False)[0]
-    np.testing.assert_allclose(merged, dp, atol=1e-12)
-    runs, hits = 20000, np.zeros(depths)
+    dp, dp_usable = shared_request_walk(cuts, length, per_depth(h), repeat_logq=logq)
+    merged = shared_request_walk(cuts, length, per_depth(h), repeat_logq=logq, path_dependent=False)
+    np.testing.assert_allclose(merged, (dp, dp_usable), atol=1e-12)
+    runs, hits, usable = 20000, np.zeros(depths), np.zeros(depths)
     for _ in range(runs):
-        agree = length
+        agree, walking = length, True
         for d in range(depths):
+            # A later round decides a deferred transition from a prefix that already differs
+            # before its cut: whatever it does, the agreement with the root stays.
+            walking = walking and cuts[d] <= agree
             if cuts[d] > agree:
-                break
-            hits[d] += 1
+                continue
+            hits[d] += walking
+            usable[d] += 1
             repeat = cuts[d]
             while repeat < length and rng.random() < np.exp(logq[repeat]):
                 repeat += 1
@@ -244,64 +247,45 @@ def test_shared_request_walk_realization_with_repeats_matches_simulation(seed):
             if identical or accepted:
                 agree = repeat
     np.testing.assert_allclose(dp, hits / runs, atol=0.02)
+    np.testing.assert_allclose(dp_usable, usable / runs, atol=0.02)
     cut_level = shared_request_walk(cuts, length, per_depth(h))[0]
     assert np.all(dp >= cut_level - 1e-12)
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_reused_tokens_match_path_enumeration(seed):
-    """Tokens a plan generates, the walk leaves undecided and the next round can reuse: DP vs enumeration."""
+@pytest.mark.parametrize("seed", range(20))
+def test_usable_requests_match_path_enumeration(seed):
+    """P(depth d's request is still the chain's at transition d), walks followed past deferrals: DP vs enumeration."""
     rng = np.random.default_rng(600 + seed)
-    length, depths = 12, int(rng.integers(2, 8))
+    length, depths = 12, int(rng.integers(1, 8))
     cuts = rng.integers(length, size=depths).tolist()
     h = rng.random(depths)
-    tokens = rng.integers(1, 30, size=depths).astype(float)
-    _, deferred = shared_request_walk(cuts, length, per_depth(h))
-    reused = expected_reused_tokens(cuts, deferred, tokens)
-
-    # Enumerate every walk of a plan of depths 0..plan-1, accept/reject at each decided depth.
-    def walk(d, agree, p, plan):
-        if d == plan:
-            return 0.0
-        if cuts[d] > agree:
-            return p * sum(tokens[j] for j in range(d + 1, plan) if cuts[j] <= agree)
-        return walk(d + 1, cuts[d], p * h[d], plan) + walk(d + 1, agree, p * (1 - h[d]), plan)
-
-    np.testing.assert_allclose(reused, [walk(0, length, 1.0, plan) for plan in range(1, depths + 1)], atol=1e-12)
-    assert reused[0] == 0.0 and np.all(np.diff(reused) >= -1e-12)
-    # A walk that never accepts is never deferred: nothing to reuse.
-    _, never = shared_request_walk(cuts, length, per_depth(np.zeros(depths)))
-    np.testing.assert_allclose(expected_reused_tokens(cuts, never, tokens), 0.0)
+    realize, usable = shared_request_walk(cuts, length, per_depth(h))
+    # Every accept/reject sequence before d; an accepted proposal moves the agreement with the
+    # root to its cut only when it was drawn from the root's prefix (c_e <= agreement).
+    expected = np.zeros(depths)
+    for d in range(depths):
+        for outcome in itertools.product((0, 1), repeat=d):
+            p, agree = 1.0, length
+            for e in range(d):
+                p *= h[e] if outcome[e] else 1 - h[e]
+                agree = cuts[e] if outcome[e] and cuts[e] <= agree else agree
+            expected[d] += p * (cuts[d] <= agree)
+    np.testing.assert_allclose(usable, expected, atol=1e-12)
+    assert np.all(usable >= realize - 1e-12) and usable[0] == 1.0
+    # Cuts that never grow (Condition 1 all the way down): every request stays the chain's.
+    np.testing.assert_allclose(shared_request_walk(sorted(cuts, reverse=True), length, per_depth(h))[1], 1.0)
 
 
-@pytest.mark.parametrize("seed", range(10))
-def test_saved_steps_match_path_enumeration(seed):
-    """Decode steps a plan saves the next call (its reusable rows longer than the re-requested
-    deferred depth, the longest counting once): DP vs enumeration."""
-    rng = np.random.default_rng(700 + seed)
-    length, depths = 12, int(rng.integers(2, 8))
-    cuts = rng.integers(length, size=depths).tolist()
-    h = rng.random(depths)
-    longest = np.array([length - c for c in cuts], dtype=float) * rng.integers(0, 2, size=depths)
-    _, deferred = shared_request_walk(cuts, length, per_depth(h))
-    saved = expected_saved_steps(cuts, deferred, longest, length)
-
-    def walk(d, agree, p, plan):
-        if d == plan:
-            return 0.0
-        if cuts[d] > agree:
-            kept = [longest[j] for j in range(d + 1, plan) if cuts[j] <= agree]
-            return p * max(0.0, max(kept, default=0.0) - (length - cuts[d]))
-        return walk(d + 1, cuts[d], p * h[d], plan) + walk(d + 1, agree, p * (1 - h[d]), plan)
-
-    np.testing.assert_allclose(saved, [walk(0, length, 1.0, plan) for plan in range(1, depths + 1)], atol=1e-12)
-    assert saved[0] == 0.0 and np.all(np.diff(saved) >= -1e-12)
+def test_usable_requests_by_hand():
+    # Depth 0 (cut 4) accepted w.p. 0.5 moves the agreement to 4: depth 1 (cut 6) is then
+    # deferred, and depth 2 (cut 2) is still the chain's whatever happens at depth 1.
+    realize, usable = shared_request_walk([4, 6, 2], 10, per_depth([0.5, 0.5, 0.5]))
+    np.testing.assert_allclose(realize, [1.0, 0.5, 0.5])
+    np.testing.assert_allclose(usable, [1.0, 0.5, 1.0])
 
 
-def test_saved_steps_by_hand():
-    # Deferred at depth 0 (suffix 20 - 10 = 10 re-requested) with agreement 5, probability 1/2:
-    # depths 1 and 3 (cuts 4, 2) stay reusable; their rows of 16 and 18 steps save 6, then 8.
-    cuts, longest = [10, 4, 12, 2], [10.0, 16.0, 8.0, 18.0]
-    deferred = [{5: 0.5}, {3: 0.2}, {1: 0.25}, {}]
-    # Deferred at depth 1 (suffix 16) with agreement 3: depth 3's 18 steps save 2, weight 0.2.
-    np.testing.assert_allclose(expected_saved_steps(cuts, deferred, longest, 20), [0.0, 3.0, 3.0, 4.4])
+def test_prepaid_cost_by_hand():
+    realize, usable = np.array([1.0, 0.5, 0.5]), np.array([1.0, 0.5, 1.0])
+    # Only depth 2 is left undecided and still needed (w.p. 0.5): 0.5 * (0.1 * 30 + 1.0 * 8).
+    prepaid = prepaid_cost(realize, usable, [10, 20, 30], [10, 6, 8], token_cost=0.1, step_cost=1.0)
+    np.testing.assert_allclose(prepaid, [0.0, 0.0, 5.5])

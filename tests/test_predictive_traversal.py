@@ -193,21 +193,25 @@ def test_proposals_an_earlier_round_generated_cost_nothing(tmp_path):
     np.testing.assert_allclose(traversal.last_plan["costs"], 1.0 + 0.5 * np.cumsum(suffixes))
 
 
-def test_reusable_requests_are_credited_the_decode_steps_they_save(tmp_path):
+def test_requests_still_needed_later_are_credited_what_they_save(tmp_path):
     engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=4))
     kernel = kernel_for("powermh")
-    key = ChainKey(5, 0, 0)  # a root whose walk may be deferred before a longer reusable row
+    key = ChainKey(5, 0, 0)  # a root whose walk may stop before requests the chain still makes later
     root, _ = run_chain(kernel, engine, SequentialStepper(), [], key, BlockSchedule(16, 16, 3))
 
     def inputs(depth):
         return key.decision(0, 3 + depth)
 
     suffixes = np.array([root.length - kernel.cut(root, inputs(d)) for d in range(8)], dtype=float)
-    traversal = PredictiveTraversal(None, True, FixedCost(1.0, 0.0, 1.0))  # one second per decode step
+    traversal = PredictiveTraversal(None, True, FixedCost(1.0, 0.1, 1.0))  # 0.1 s per token, 1 s per decode step
     traversal.plan(kernel, root, inputs, 8, 8)
-    saved = np.asarray(traversal.last_plan["saved_steps"])
-    assert saved.max() > 1.0
-    np.testing.assert_allclose(traversal.last_plan["costs"], 1.0 + np.maximum.accumulate(suffixes) - saved)
+    plan = traversal.last_plan
+    later = np.asarray(plan["usable"]) - np.asarray(plan["realize_raw"])
+    assert later.max() > 0.1  # some depth is left undecided but still needed
+    prepaid = np.cumsum(later * (0.1 * suffixes + suffixes))
+    np.testing.assert_allclose(plan["prepaid"], prepaid)
+    raw = 1.0 + 0.1 * np.cumsum(suffixes) + np.maximum.accumulate(suffixes)
+    np.testing.assert_allclose(plan["costs"], raw - prepaid)
 
 
 def test_a_prefetch_round_hands_the_planner_what_the_block_generated(tmp_path):

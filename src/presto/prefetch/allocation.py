@@ -266,13 +266,9 @@ def shared_request_walk(
     branch: BranchFn,
     repeat_logq: np.ndarray | None = None,
     path_dependent: bool = True,
-) -> tuple[np.ndarray, list[dict[int, float]]]:
-    """(P(the walk decides transition d) per planned depth d, the law of where it is deferred).
-
-    The second item holds, per depth s, the probability mass of walks deferred at s by
-    the agreement L they stop with (``{L: p}``, ``c_s > L``): the next round is rooted
-    at that state, so a request of this round at a deeper depth j is reusable there
-    exactly when ``c_j <= L`` (:func:`expected_reused_tokens`).
+) -> tuple[np.ndarray, np.ndarray]:
+    """(P(this call's walk decides transition d), P(depth d's request is still the chain's when
+    it gets there)) per planned depth d.
 
     A node at depth d can decide when its state still holds the root's first c_d tokens.
     The DP carries, per path, its probability and (m, L, a): the node's cut index m (the
@@ -282,6 +278,12 @@ def shared_request_walk(
     (deferred), and so does everything below them. A decided state moves, with the
     predicted acceptance h, to m = c_d, a + 1 and a new agreement L' >= c_d; otherwise it
     stays.
+
+    The second item follows the chain past the walk's end: the next rounds decide the
+    deferred transitions from states that differ from the root before their cut, so an
+    acceptance there keeps L (the differing token stays). Depth d's request, a pure function
+    of the root's first c_d tokens, is the one the chain makes at transition d whenever
+    c_d <= L then, in this round's walk or a later one's (so it is >= the first item).
 
     ``repeat_logq`` (the root's per-token log q) gives L' its law: the proposal is drawn
     from the same q as the root's suffix, token by token from the same prefix, so it
@@ -296,23 +298,22 @@ def shared_request_walk(
     With ``path_dependent=False`` the branch ignores (m, a), and states merge on L alone.
     """
     cuts = [int(c) for c in cuts]
-    realize = np.zeros(len(cuts))
-    deferred: list[dict[int, float]] = [{} for _ in cuts]
+    realize, usable = np.zeros(len(cuts)), np.zeros(len(cuts))
     grid = sorted({*cuts, int(length)})
     if repeat_logq is not None:
         prefix = np.concatenate([[0.0], np.cumsum(np.asarray(repeat_logq, dtype=np.float64))])
-    states: dict[tuple[int, int, int], float] = {(int(length), int(length), 0): 1.0}
+    live: dict[tuple[int, int, int], float] = {(int(length), int(length), 0): 1.0}
+    stopped: dict[tuple[int, int, int], float] = {}  # walks deferred earlier, followed on
     for d, cut in enumerate(cuts):
-        live = [(key, p) for key, p in states.items() if cut <= key[1] and p > 1e-12]
-        for (_, agree, _), p in states.items():
-            if cut > agree:
-                deferred[d][agree] = deferred[d].get(agree, 0.0) + p
-        if not live:
+        for key, p in live.items():
+            if cut > key[1]:
+                stopped[key] = stopped.get(key, 0.0) + p
+        live = {key: p for key, p in live.items() if cut <= key[1] and p > 1e-12}
+        stopped = {key: p for key, p in stopped.items() if p > 1e-12}
+        if not live and not stopped:
             break
-        node_cuts = np.array([key[0] for key, _ in live], dtype=np.int64)
-        accepts = np.array([key[2] for key, _ in live], dtype=np.int64)
-        realize[d] = sum(p for _, p in live)
-        h = np.clip(np.asarray(branch(d, cut, node_cuts, accepts), dtype=np.float64), 0.0, 1.0)
+        realize[d] = sum(live.values())
+        usable[d] = realize[d] + sum(p for key, p in stopped.items() if cut <= key[1])
         # Law of the new agreement on the grid below T, and the chance of an exact repeat.
         if repeat_logq is None:
             law, repeat = [(cut, 1.0)], 0.0
@@ -321,75 +322,60 @@ def shared_request_walk(
             survive = [float(np.exp(prefix[v] - prefix[cut])) for v in above] + [0.0]
             repeat = survive[-2]  # P(the proposal equals the root's suffix)
             law = [(v, survive[i] - survive[i + 1]) for i, v in enumerate(above[:-1]) if survive[i] > survive[i + 1]]
-        nxt: dict[tuple[int, int, int], float] = defaultdict(float)
-        for ((m, agree, a), p), hh in zip(live, h, strict=True):
-            stay = (m, agree, a) if path_dependent else (int(length), agree, 0)
-            # An exact repeat has MH ratio 1 and is always accepted; the rest of the predicted
-            # acceptance goes to proposals that differ from the root somewhere.
-            differ = 1.0 - repeat
-            h_differ = min(1.0, max(0.0, (hh - repeat) / differ)) if differ > 0 else 0.0
-            nxt[stay] += p * differ * (1.0 - h_differ)
-            if repeat > 0:
-                nxt[(cut, int(length), a + 1) if path_dependent else (int(length), int(length), 0)] += p * repeat
-            for v, q in law:
-                moved = (cut, v, a + 1) if path_dependent else (int(length), v, 0)
-                nxt[moved] += p * h_differ * q
-        states = nxt
-    return realize, deferred
+        groups = [live, stopped]
+        keys = [key for group in groups for key in group]
+        node_cuts = np.array([key[0] for key in keys], dtype=np.int64)
+        accepts = np.array([key[2] for key in keys], dtype=np.int64)
+        branch_of = iter(np.clip(np.asarray(branch(d, cut, node_cuts, accepts), dtype=np.float64), 0.0, 1.0))
+        nxt: list[dict[tuple[int, int, int], float]] = [defaultdict(float), defaultdict(float)]
+        for group, out in zip(groups, nxt, strict=True):
+            for (m, agree, a), p in group.items():
+                hh = float(next(branch_of))
+                stay = (m, agree, a) if path_dependent else (int(length), agree, 0)
+                if cut > agree:
+                    # A stopped walk decides this transition later, from a prefix that already
+                    # differs from the root's before the cut: the agreement stays where it is.
+                    out[stay] += p * (1.0 - hh)
+                    out[(cut, agree, a + 1) if path_dependent else stay] += p * hh
+                    continue
+                # An exact repeat has MH ratio 1 and is always accepted; the rest of the predicted
+                # acceptance goes to proposals that differ from the root somewhere.
+                differ = 1.0 - repeat
+                h_differ = min(1.0, max(0.0, (hh - repeat) / differ)) if differ > 0 else 0.0
+                out[stay] += p * differ * (1.0 - h_differ)
+                if repeat > 0:
+                    out[(cut, int(length), a + 1) if path_dependent else (int(length), int(length), 0)] += p * repeat
+                for v, q in law:
+                    moved = (cut, v, a + 1) if path_dependent else (int(length), v, 0)
+                    out[moved] += p * h_differ * q
+        live, stopped = dict(nxt[0]), dict(nxt[1])
+    return realize, usable
 
 
-def reusable_after_deferral(
-    cuts: Sequence[int], deferred: Sequence[dict[int, float]]
-) -> Iterable[tuple[int, float, np.ndarray]]:
-    """(s, probability, mask of the depths the next round can reuse) per way a walk is deferred.
-
-    A walk deferred at depth s with agreement L (``deferred[s][L]``, from
-    :func:`shared_request_walk`) leaves depths s+1.. undecided (s itself is re-requested
-    from a prefix it no longer shares), and the next round, rooted at that state, reuses
-    those with ``c_j <= L`` (requests are pure functions of their prefix).
-    """
-    cuts = np.asarray(cuts, dtype=np.int64)
-    for s, law in enumerate(deferred):
-        for agree, p in law.items():
-            mask = cuts <= agree
-            mask[: s + 1] = False
-            yield s, p, mask
-
-
-def expected_reused_tokens(
-    cuts: Sequence[int], deferred: Sequence[dict[int, float]], tokens: Sequence[float]
+def prepaid_cost(
+    realize: np.ndarray,
+    usable: np.ndarray,
+    tokens: Sequence[float],
+    longest: Sequence[float],
+    token_cost: float,
+    step_cost: float,
 ) -> np.ndarray:
-    """For each plan of depths 0..m-1: expected tokens it generates that the walk leaves undecided
-    but the next round can reuse (:func:`reusable_after_deferral`).
+    """For each plan of depths 0..m-1: the expected cost its requests save later calls.
 
-    ``tokens[j]``: what depth j's request would generate in this call.
+    A request this call's walk leaves undecided is not wasted when the chain still makes
+    it on reaching its transition (``usable - realize``, :func:`shared_request_walk`):
+    the later call that would have generated it then does not, and saves its tokens
+    (``tokens[j]`` at ``token_cost`` each) and, as that call's longest row, its decode
+    steps (``longest[j]`` at ``step_cost`` each). A row reused rounds later usually is
+    the longest of what its call would otherwise decode: the rows regenerated after a
+    divergence have later cuts, shorter suffixes. Counting every row's steps overstates
+    when several would share one later call; counting one round ahead only (the previous
+    credit) understated, and the rule then made more calls than BFS did on the
+    transformers engine.
     """
-    tokens = np.asarray(tokens, dtype=np.float64)
-    reused = np.zeros(len(cuts))
-    for _, p, mask in reusable_after_deferral(cuts, deferred):
-        # Reusable tokens of depths s+1..j for every plan end j, weighted by this deferral.
-        reused += p * np.cumsum(np.where(mask, tokens, 0.0))
-    return reused
-
-
-def expected_saved_steps(
-    cuts: Sequence[int], deferred: Sequence[dict[int, float]], longest: Sequence[float], root_length: int
-) -> np.ndarray:
-    """For each plan of depths 0..m-1: expected decode steps it saves the next round's call.
-
-    The reusable requests of :func:`expected_reused_tokens` also shorten the next call when
-    one of them would have been its longest row. That call re-requests the deferred depth s
-    (a suffix of ``root_length - cuts[s]`` tokens) in any case; a reusable depth j with a
-    longer suffix (``longest[j]``: its longest row, an early cut) would have added the
-    difference in decode steps. Only the longest reusable row counts: the steps of one
-    call are set by its longest row.
-    """
-    longest = np.asarray(longest, dtype=np.float64)
-    saved = np.zeros(len(cuts))
-    for s, p, mask in reusable_after_deferral(cuts, deferred):
-        needed = float(root_length - cuts[s])
-        saved += p * np.maximum(np.maximum.accumulate(np.where(mask, longest, 0.0)) - needed, 0.0)
-    return saved
+    later = np.clip(np.asarray(usable, dtype=np.float64) - np.asarray(realize, dtype=np.float64), 0.0, 1.0)
+    saved = token_cost * np.asarray(tokens, dtype=np.float64) + step_cost * np.asarray(longest, dtype=np.float64)
+    return np.cumsum(later * saved)
 
 
 def best_depth_count(realize: np.ndarray, costs: np.ndarray | None) -> int:

@@ -33,10 +33,9 @@ decide is how MANY depths to request. This rule:
    + d * (pairs of rows decoding together) (non-negative least squares; a batched decode
    costs about one step per token of the longest row plus a per-row share, and on some
    engines a row's share grows with the batch), less what the requests the walk is predicted
-   to leave undecided save the next round, which can still reuse them: their tokens, and
-   the decode steps by which one would have been the next call's longest row (the DP
-   also gives where walks are deferred, and a deeper request survives when its cut is
-   within the deferred state's agreement with the root);
+   to leave undecided save later calls when the chain still makes them on reaching their
+   transitions: their tokens and their decode steps (the DP follows the chain's agreement
+   with the root past the walk's end; a request survives while its cut is within it);
 3. requests the m that maximizes predicted transitions per predicted second.
 
 With ``cost_aware: false`` it requests every depth BFS would: same requests, same calls.
@@ -72,8 +71,7 @@ from presto.predictor.features import feature_matrix
 from presto.predictor.hotload import HotPredictor, Predictor
 from presto.prefetch.allocation import (
     best_depth_count,
-    expected_reused_tokens,
-    expected_saved_steps,
+    prepaid_cost,
     shared_request_walk,
     squared_row_steps,
     warmup_depth_count,
@@ -365,7 +363,7 @@ class PredictiveTraversal(Traversal):
             # get the cut-level bound instead.
             repeats = root.logq if not kernel.extra_temperatures else None
             path_dependent = predictor is not None and not PATH_FEATURES.isdisjoint(predictor.feature_names)
-            realize, deferred = shared_request_walk(cuts, root.length, branch, repeats, path_dependent)
+            realize, usable = shared_request_walk(cuts, root.length, branch, repeats, path_dependent)
             # What the call would generate: proposals an earlier round of the block already
             # made (typically the long suffixes of small cuts) are reused, not generated.
             lengths = [
@@ -379,13 +377,14 @@ class PredictiveTraversal(Traversal):
             pairs = [squared_row_steps([n for group in lengths[: m + 1] for n in group]) for m in range(len(lengths))]
             costs = self.cost_model.predict(tokens, np.maximum(longest, 1), np.asarray(pairs))
             if costs is not None:
-                # A depth this walk leaves undecided is not lost when the next round can reuse
-                # it: its generated tokens are then not paid again, nor the decode steps it
-                # would have added as the next call's longest row. Without this credit the
-                # rule under-requests (deep requests look like pure waste).
-                reused = expected_reused_tokens(cuts, deferred, depth_tokens)
-                saved_steps = expected_saved_steps(cuts, deferred, depth_longest, root.length)
-                costs = costs - self.cost_model.token_cost * reused - self.cost_model.step_cost * saved_steps
+                # A depth this walk leaves undecided is not lost when the chain still makes the
+                # same request on reaching its transition, a round or several later: that
+                # call then neither generates its tokens nor decodes its (long) row. Without
+                # this credit the rule under-requests (deep requests look like pure waste).
+                prepaid = prepaid_cost(
+                    realize, usable, depth_tokens, depth_longest, self.cost_model.token_cost, self.cost_model.step_cost
+                )
+                costs = costs - prepaid
             self.reach_calibration.use(info["predictor"])  # a swapped-in model is not fitted on the old one's pairs
             calibrated = self.reach_calibration.apply(realize)
             if costs is None:  # warm-up: no cost prediction yet
@@ -408,8 +407,8 @@ class PredictiveTraversal(Traversal):
                 reach_gamma=self.reach_calibration.gamma,
                 warmup=costs is None,
                 costs=None if costs is None else costs.tolist(),
-                reused_tokens=None if costs is None else reused.tolist(),
-                saved_steps=None if costs is None else saved_steps.tolist(),
+                usable=usable.tolist(),
+                prepaid=None if costs is None else prepaid.tolist(),
             )
         info["depths"] = count
         self.last_plan = info
