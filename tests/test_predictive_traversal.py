@@ -13,11 +13,13 @@ import pytest
 from presto.config import ConfigError, SamplerSettings
 from presto.engines.toy import ToyEngine
 from presto.predictor import DEFAULT_CHECKPOINT
+from presto.predictor.features import feature_matrix
 from presto.predictor.hotload import CHECKPOINT_FORMAT, HotPredictor, PredictorError, load_predictor
 from presto.prefetch.allocation import warmup_depth_count
 from presto.prefetch.predictive import CallCostModel, PredictiveTraversal, ReachCalibration
 from presto.prefetch.presto import PrefetchStepper
 from presto.prefetch.traversal import TRAVERSALS, BreadthFirst
+from presto.prefetch.tree import node_features
 from presto.samplers import build_kernel
 from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain
 from presto.samplers.randomness import ChainKey
@@ -212,6 +214,25 @@ def test_requests_still_needed_later_are_credited_what_they_save(tmp_path):
     np.testing.assert_allclose(plan["prepaid"], prepaid)
     raw = 1.0 + 0.1 * np.cumsum(suffixes) + np.maximum.accumulate(suffixes)
     np.testing.assert_allclose(plan["costs"], raw - prepaid)
+
+
+def test_a_path_dependent_branch_featurizes_each_state_pair_once(tmp_path, predictors):
+    engine = ToyEngine(write_toy_table(tmp_path / "t.json", vocab=5, seed=4))
+    root, _ = run_chain(
+        kernel_for("powermh"), engine, SequentialStepper(), [], ChainKey(0, 0, 0), BlockSchedule(16, 16, 3)
+    )
+    predictor = load_predictor(predictors["path"])
+    branch = PredictiveTraversal(predictor).branch_function(root, predictor)
+    node_cuts, accepts = np.array([16, 9, 16, 4, 9, 16]), np.array([0, 1, 0, 2, 1, 3])  # repeated pairs
+    one_by_one = [
+        predictor.branch_probability(
+            feature_matrix([node_features(root, 5, 2, int(m), int(a))], predictor.feature_names)
+        )[0]
+        for m, a in zip(node_cuts, accepts, strict=True)
+    ]
+    h = branch(2, 5, node_cuts, accepts)
+    np.testing.assert_allclose(h, one_by_one, rtol=1e-6)
+    assert len(set(np.round(h, 9))) == 4  # the four distinct (node cut, accepts) pairs differ
 
 
 def test_a_prefetch_round_hands_the_planner_what_the_block_generated(tmp_path):

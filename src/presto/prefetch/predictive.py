@@ -328,8 +328,10 @@ class PredictiveTraversal(Traversal):
                 row = node_features(root, cut, depth, root.length, 0)
                 h = predictor.branch_probability(feature_matrix([row], predictor.feature_names))
                 return np.full(len(node_cuts), float(h[0]))
-            rows = [node_features(root, cut, depth, int(m), int(a)) for m, a in zip(node_cuts, accepts, strict=True)]
-            return predictor.branch_probability(feature_matrix(rows, predictor.feature_names))
+            # The DP's states share (node cut, accepts) across agreements: featurize each pair once.
+            pairs, index = np.unique(np.column_stack([node_cuts, accepts]), axis=0, return_inverse=True)
+            rows = [node_features(root, cut, depth, int(m), int(a)) for m, a in pairs]
+            return predictor.branch_probability(feature_matrix(rows, predictor.feature_names))[index.ravel()]
 
         return branch
 
