@@ -302,18 +302,20 @@ def shared_request_walk(
     grid = sorted({*cuts, int(length)})
     if repeat_logq is not None:
         prefix = np.concatenate([[0.0], np.cumsum(np.asarray(repeat_logq, dtype=np.float64))])
-    live: dict[tuple[int, int, int], float] = {(int(length), int(length), 0): 1.0}
-    stopped: dict[tuple[int, int, int], float] = {}  # walks deferred earlier, followed on
+    # (node cut m, agreement L, accepts a, still on this call's walk) -> probability
+    states: dict[tuple[int, int, int, bool], float] = {(int(length), int(length), 0, True): 1.0}
     for d, cut in enumerate(cuts):
-        for key, p in live.items():
-            if cut > key[1]:
-                stopped[key] = stopped.get(key, 0.0) + p
-        live = {key: p for key, p in live.items() if cut <= key[1] and p > 1e-12}
-        stopped = {key: p for key, p in stopped.items() if p > 1e-12}
-        if not live and not stopped:
+        # A walk stops (is deferred) at its first depth whose cut its state no longer holds;
+        # the chain goes on, and so does this DP.
+        kept: dict[tuple[int, int, int, bool], float] = defaultdict(float)
+        for (m, agree, a, walking), p in states.items():
+            if p > 1e-12:
+                kept[(m, agree, a, walking and cut <= agree)] += p
+        states = kept
+        if not states:
             break
-        realize[d] = sum(live.values())
-        usable[d] = realize[d] + sum(p for key, p in stopped.items() if cut <= key[1])
+        realize[d] = sum(p for key, p in states.items() if key[3])
+        usable[d] = sum(p for key, p in states.items() if cut <= key[1])
         # Law of the new agreement on the grid below T, and the chance of an exact repeat.
         if repeat_logq is None:
             law, repeat = [(cut, 1.0)], 0.0
@@ -322,33 +324,30 @@ def shared_request_walk(
             survive = [float(np.exp(prefix[v] - prefix[cut])) for v in above] + [0.0]
             repeat = survive[-2]  # P(the proposal equals the root's suffix)
             law = [(v, survive[i] - survive[i + 1]) for i, v in enumerate(above[:-1]) if survive[i] > survive[i + 1]]
-        groups = [live, stopped]
-        keys = [key for group in groups for key in group]
-        node_cuts = np.array([key[0] for key in keys], dtype=np.int64)
-        accepts = np.array([key[2] for key in keys], dtype=np.int64)
-        branch_of = iter(np.clip(np.asarray(branch(d, cut, node_cuts, accepts), dtype=np.float64), 0.0, 1.0))
-        nxt: list[dict[tuple[int, int, int], float]] = [defaultdict(float), defaultdict(float)]
-        for group, out in zip(groups, nxt, strict=True):
-            for (m, agree, a), p in group.items():
-                hh = float(next(branch_of))
-                stay = (m, agree, a) if path_dependent else (int(length), agree, 0)
-                if cut > agree:
-                    # A stopped walk decides this transition later, from a prefix that already
-                    # differs from the root's before the cut: the agreement stays where it is.
-                    out[stay] += p * (1.0 - hh)
-                    out[(cut, agree, a + 1) if path_dependent else stay] += p * hh
-                    continue
-                # An exact repeat has MH ratio 1 and is always accepted; the rest of the predicted
-                # acceptance goes to proposals that differ from the root somewhere.
-                differ = 1.0 - repeat
-                h_differ = min(1.0, max(0.0, (hh - repeat) / differ)) if differ > 0 else 0.0
-                out[stay] += p * differ * (1.0 - h_differ)
-                if repeat > 0:
-                    out[(cut, int(length), a + 1) if path_dependent else (int(length), int(length), 0)] += p * repeat
-                for v, q in law:
-                    moved = (cut, v, a + 1) if path_dependent else (int(length), v, 0)
-                    out[moved] += p * h_differ * q
-        live, stopped = dict(nxt[0]), dict(nxt[1])
+        node_cuts = np.array([key[0] for key in states], dtype=np.int64)
+        accepts = np.array([key[2] for key in states], dtype=np.int64)
+        h = np.clip(np.asarray(branch(d, cut, node_cuts, accepts), dtype=np.float64), 0.0, 1.0)
+        nxt: dict[tuple[int, int, int, bool], float] = defaultdict(float)
+        for ((m, agree, a, walking), p), hh in zip(states.items(), h, strict=True):
+            stay = (m, agree, a, walking) if path_dependent else (int(length), agree, 0, walking)
+            if cut > agree:
+                # A stopped walk's transition is decided later, from a prefix that already
+                # differs from the root's before the cut: the agreement stays where it is.
+                nxt[stay] += p * (1.0 - hh)
+                nxt[(cut, agree, a + 1, walking) if path_dependent else stay] += p * hh
+                continue
+            # An exact repeat has MH ratio 1 and is always accepted; the rest of the predicted
+            # acceptance goes to proposals that differ from the root somewhere.
+            differ = 1.0 - repeat
+            h_differ = min(1.0, max(0.0, (hh - repeat) / differ)) if differ > 0 else 0.0
+            nxt[stay] += p * differ * (1.0 - h_differ)
+            if repeat > 0:
+                whole = (cut, int(length), a + 1) if path_dependent else (int(length), int(length), 0)
+                nxt[(*whole, walking)] += p * repeat
+            for v, q in law:
+                moved = (cut, v, a + 1) if path_dependent else (int(length), v, 0)
+                nxt[(*moved, walking)] += p * h_differ * q
+        states = nxt
     return realize, usable
 
 
@@ -369,9 +368,9 @@ def prepaid_cost(
     steps (``longest[j]`` at ``step_cost`` each). A row reused rounds later usually is
     the longest of what its call would otherwise decode: the rows regenerated after a
     divergence have later cuts, shorter suffixes. Counting every row's steps overstates
-    when several would share one later call; counting one round ahead only (the previous
-    credit) understated, and the rule then made more calls than BFS did on the
-    transformers engine.
+    when several would share one later call; counting only what the next round reuses
+    understates more (measured: the rule then made more calls than BFS on the
+    transformers engine, leaving the last transitions of a chain to calls of their own).
     """
     later = np.clip(np.asarray(usable, dtype=np.float64) - np.asarray(realize, dtype=np.float64), 0.0, 1.0)
     saved = token_cost * np.asarray(tokens, dtype=np.float64) + step_cost * np.asarray(longest, dtype=np.float64)
