@@ -36,6 +36,18 @@ from presto.tasks.prompts import choice_prompt
         ("Answer: A is correct", "A"),
         ("Answer: \\(B\\)", "B"),
         ("The final answer is: **B**", "B"),
+        # a boxed letter in a font command, or labelling its option's text
+        ("\\boxed{(B) 42 kg}", "B"),
+        ("\\boxed{B: 42}", "B"),
+        ("\\boxed{\\text{B. 42}}", "B"),
+        ("\\boxed{\\mathrm{B}}", "B"),
+        ("\\boxed{\\mathbf{B}}", "B"),
+        ("\\boxed{B.}", "B"),
+        # the letter quoted or braced
+        ("Answer: `B`", "B"),
+        ('Answer: "B"', "B"),
+        ("Answer: 'B'", "B"),
+        ("Answer: {B}", "B"),
     ],
 )
 def test_extract_choice(text: str, letter: str | None) -> None:
@@ -53,6 +65,14 @@ def test_extract_choice(text: str, letter: str | None) -> None:
         "So the answer is: A good choice here would be",  # the article "A"
         "The answer is a prime number, so",
         "The answer isn't A; it's",
+        # a hedge between letters, a variable in math
+        "The answer is B or C",
+        "The answer is (B) or (C)",
+        "Answer: a or b",
+        "Answer: C and D",
+        "so the answer is c/2, the speed",
+        "The answer is c = 3 \\times 10^8",
+        "\\boxed{a + b}",
     ],
 )
 def test_no_explicit_choice_is_no_answer(text: str) -> None:

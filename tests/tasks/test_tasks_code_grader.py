@@ -52,6 +52,25 @@ def test_extract_program_prefers_the_block_that_defines_the_entry_point(text: st
     assert extract_program(text, ("f",)) == SOLUTION
 
 
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"The tests:\n```python\nassert f(1) == 2\n```\nSolution:\n```python\n{SOLUTION}\n",
+        f"Usage first:\n```python\n{USAGE}\n```\nNow:\n```python\n{SOLUTION}\n",
+        f"Solution:\n```Python\n{SOLUTION}\n",
+        f"Solution:\n```\n{SOLUTION}\n",
+    ],
+)
+def test_extract_program_takes_the_solution_from_an_unclosed_last_block(text: str) -> None:
+    """A generation that runs out inside its solution block leaves it unclosed."""
+    assert extract_program(text, ("f",)) == SOLUTION
+
+
+def test_extract_program_unclosed_python_block_in_any_case() -> None:
+    assert extract_program(f"Solution:\n```Python\n{SOLUTION}\n") == SOLUTION
+    assert extract_program(f"Solution:\n```PY3\n{SOLUTION}\n") == SOLUTION
+
+
 def test_extract_program_for_leetcode_style_and_stdin_problems() -> None:
     solution = "class Solution:\n    def twoSum(self, nums, target):\n        return [0, 1]"
     usage = "print(Solution().twoSum([2, 7], 9))"
@@ -145,3 +164,14 @@ def test_stdio_output_comparison() -> None:
     for code, expected in ((exact, True), (numeric, True), (wrong, False), (threads, True)):
         job = {"kind": "stdio", "code": code, "cases": cases}
         assert grade_job(job, code, LIMITS, True).correct is expected, code
+
+
+def test_stdio_program_may_end_with_os_exit() -> None:
+    """os._exit(0) skips the child's report; a stdio program's output still decides."""
+    cases = [{"input": "1 2\n", "output": "3\n"}]
+    exits = "import os, sys\nprint(sum(map(int, input().split())))\nsys.stdout.flush()\nos._exit({})\n"
+    for code, expected in ((exits.format(0), True), (exits.format(1), False), ("import os\nos._exit(0)\n", False)):
+        job = {"kind": "stdio", "code": code, "cases": cases}
+        assert grade_job(job, code, LIMITS, True).correct is expected, code
+    skips_asserts = "import os\nos._exit(0)\nassert False\n"  # a script's asserts must run
+    assert grade_job({"kind": "script", "code": skips_asserts}, skips_asserts, LIMITS, True).correct is False

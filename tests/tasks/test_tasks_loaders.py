@@ -373,6 +373,23 @@ def test_gen_math_fraction_must_be_simplified() -> None:
         assert task.grade(problem, f"\\boxed{{\\dfrac{{{2 * num}}}{{{2 * den}}}}}").correct is False
 
 
+@pytest.mark.parametrize(("generator", "index"), [("gsm_symbolic", 0), ("products", 1), ("chain_sum", 0)])
+def test_gen_math_numbers_are_graded_by_value(generator: str, index: int) -> None:
+    """The generators' own scorers misread numbers as models write them (gsm_symbolic's
+    takes the first number it sees), so only the value counts."""
+    from presto.tasks.math_tasks import GeneratedReference, _generated_dataset, grade_generated
+
+    answer = str(_generated_dataset(generator, 3, 0)[index]["answer"])
+    reference = GeneratedReference(answer, generator, 0, 3, index)
+    n = int(answer)
+    assert abs(n) >= 1000, "the entry needs thousands to separate"
+    for written in (f"{n:,}", f"{n:,}".replace(",", "{,}"), f"{n:,}".replace(",", "\\,"), f"x = {n}"):
+        assert grade_generated(f"\\boxed{{{written}}}", reference).correct is True, written
+    # an equation is worth its right-hand side, not the first number in it
+    assert grade_generated(f"\\boxed{{{n} - 3 = {n - 3}}}", reference).correct is False
+    assert grade_generated(f"\\boxed{{{n + 3} - 3 = {n}}}", reference).correct is True
+
+
 def test_num_prompts_takes_the_first_n(tmp_path: Path) -> None:
     rows = [{"problem": f"p{k}", "answer": str(k)} for k in range(5)]
     path = write_jsonl(tmp_path / "m.jsonl", rows)

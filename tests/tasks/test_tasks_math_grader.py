@@ -7,6 +7,7 @@ import threading
 
 import pytest
 
+from presto.tasks import math_grader
 from presto.tasks.base import cut_at_stop
 from presto.tasks.math_grader import (
     extract_boxed,
@@ -71,6 +72,42 @@ def test_extract_boxed_all_keeps_order() -> None:
     ],
 )
 def test_extract_math_answer_statements(text: str, expected: str | None) -> None:
+    assert extract_math_answer(text) == expected
+
+
+def test_many_unclosed_boxes_match_their_braces_in_one_pass(monkeypatch) -> None:
+    """Scanning to the end from each of n unclosed boxes took O(n^2): 140K characters, 2 minutes."""
+    passes = []
+    one_pass = math_grader._closing_braces
+    monkeypatch.setattr(math_grader, "_closing_braces", lambda text: passes.append(len(text)) or one_pass(text))
+    assert extract_boxed_all("\\boxed{" * 7000 + "\\boxed{5}") == ["5"]
+    assert passes == [7001 * len("\\boxed{") + 2]  # the text's braces are matched once, for all 7001 boxes
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "Let me guess: suppose the answer is 204, then m+n would have to be even, so let me che",
+        "If the answer is 12, the area would be",
+        "We check whether the answer is 7 by",
+        "Maybe the answer is 3? Then",
+        "Assuming the final answer is 5, we",
+        "Let's say the answer is 9, and see",
+    ],
+)
+def test_a_supposed_answer_is_none(text: str) -> None:
+    assert extract_math_answer(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Let me double-check. The answer is 204.", "204"),  # the marker is in another sentence
+        ("If we add everything up, the answer is 204.", "204"),  # the marker is further back
+        ("Suppose the answer is 5, then x < 0. So the answer is 7.", "7"),
+    ],
+)
+def test_a_stated_answer_after_a_supposition(text: str, expected: str) -> None:
     assert extract_math_answer(text) == expected
 
 
@@ -142,13 +179,16 @@ def test_grade_math_after_eos_is_ignored() -> None:
     assert grade_math(cut_at_stop("\\boxed{6}</s>\\boxed{5}"), "5").correct is False
 
 
-def test_unparseable_reference_is_ungradable_not_wrong(caplog: pytest.LogCaptureFixture) -> None:
+def test_unparseable_reference_is_compared_as_text(caplog: pytest.LogCaptureFixture) -> None:
+    """Every prediction gets a verdict: grading only those that match the text would bias accuracy up."""
     with caplog.at_level(logging.WARNING, logger="presto.tasks.math_grader"):
-        grade = grade_math("\\boxed{5}", "\\unknowncommand{")
-        assert grade_math("\\boxed{6}", "\\unknowncommand{").correct is None
-    assert grade.correct is None
+        assert grade_math("\\boxed{5}", "\\unknowncommand{").correct is False
+        assert grade_math("\\boxed{6}", "\\unknowncommand{").correct is False
+        assert grade_math("\\boxed{\\unknowncommand{}", "\\unknowncommand{").correct is False  # unclosed box
+    assert grade_math("\\boxed{17}", "\\ldots").correct is False
+    assert grade_math("\\boxed{\\ldots}", "\\ldots").correct is True
     warnings = [r for r in caplog.records if "\\\\unknowncommand{" in r.getMessage()]
-    assert len(warnings) == 1, "an ungradable reference is reported, once"
+    assert len(warnings) == 1, "a reference compared as text only is reported, once"
 
 
 @pytest.mark.parametrize("reference", ["\\frac ab", "\\frac{a}b", "\\dfrac a b"])
@@ -180,6 +220,14 @@ def test_math_verify_works_off_the_main_thread() -> None:
 )  # fmt: skip
 def test_parse_integer(text: str, value: int | None) -> None:
     assert parse_integer(text) == value
+
+
+def test_a_runaway_integer_is_no_answer() -> None:
+    """int() raises ValueError past 4300 digits; no answer has 100."""
+    assert parse_integer("9" * 100) == int("9" * 100)
+    assert parse_integer("9" * 101) is None
+    assert grade_integer("\\boxed{" + "1" * 4301 + "}", 33).correct is False
+    assert grade_integer("The answer is " + "7" * 5000 + ".", 33).correct is False
 
 
 def test_grade_integer() -> None:

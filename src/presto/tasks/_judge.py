@@ -418,6 +418,10 @@ def _run_case(job: dict, mode: str, case: dict, index: int) -> tuple[dict, str]:
     if timed_out:
         return {"ok": False, "error": f"timed out after {job['timeout_s']} s"}, output
     report = _authentic(b"".join(chunks), nonce)
+    if report is None and mode == "stdio" and status == 0:
+        # a stdio program that ends with os._exit(0) skips the report but completed; its
+        # output decides. A script's asserts may not have run, so script mode stays strict.
+        report = {"ok": True}
     if report is None:
         report = {"ok": False, "error": f"no valid report from the program ({_describe_status(status or 0)})"}
     if status and not (os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0):

@@ -5,7 +5,8 @@ any case: an answer statement ("Answer: c", "the answer is (B)", "**Answer:** $\
 ``\\boxed{X}``, "option X is correct", "the correct option is X", and a last line that is
 only the letter ("(B)", "B."). A capital letter anywhere else is *not* a choice: "Option A
 claims..." or "a C=O bond" would otherwise turn a truncated chain into a 1-in-4 guess that
-inflates accuracy by chance. No explicit statement means no answer (graded wrong).
+inflates accuracy by chance. No explicit statement means no answer (graded wrong), and
+neither does a hedge ("the answer is B or C") or a variable ("the answer is c/2").
 """
 
 from __future__ import annotations
@@ -24,36 +25,51 @@ _LEADS = re.compile(
 )
 # what may stand between a statement and its letter, skipped one piece at a time (one
 # regex over all of it backtracks exponentially on long runs of spaces): markdown bold,
-# math and box delimiters, brackets, a colon, and a few words ("is clearly (C)")
+# math and box delimiters, font commands, brackets, quotes, a colon, and a few words
+# ("is clearly (C)", "Answer: `B`")
 _SKIPPABLE = re.compile(
-    r"\s+|\*\*|__|\$|:|\\\(|\\boxed\{|\\text(?:bf)?\{|[(\[]"
+    r"\s+|\*\*|__|\$|:|\\\(|\\boxed\{|\\(?:text|textbf|mathrm|mathbf)\s*\{|[(\[{`'\"\u2018\u201c]"
     r"|(?:definitely|clearly|likely|probably|therefore|thus|then|in|option|choice|letter)\b",
     re.IGNORECASE,
 )
 # a letter followed by one of these words is still a choice ("Answer: A is correct"); a
-# lowercase letter, or A/I, followed by any other word is an English word ("A good start")
-_VERB_AFTER = re.compile(r"[ \t]+(?:is|was|seems|fits|and|or|because|since|as|with)\b")
+# lowercase letter, or A/I, followed by any other word is an English word ("A good start");
+# "and"/"or" are not among them: "a or b" is a hedge, no answer
+_VERB_AFTER = re.compile(r"[ \t]+(?:is|was|seems|fits|because|since|as|with)\b")
 _WORD_AFTER = re.compile(r"[ \t]+[a-z]")
+# a lowercase letter followed by an operator is a variable: "the answer is c/2"
+_OPERATOR_AFTER = re.compile(r"[ \t]*[/^=*]")
 
 
 @cache
-def _patterns(letters: str) -> tuple[re.Pattern[str], re.Pattern[str], tuple[re.Pattern[str], ...]]:
-    """(one letter, a line that is only a letter, the self-contained statements)."""
-    letter = rf"(?P<letter>[{letters}{letters.lower()}])(?![\w'])"
+def _patterns(
+    letters: str,
+) -> tuple[re.Pattern[str], re.Pattern[str], tuple[re.Pattern[str], ...], re.Pattern[str]]:
+    """(one letter, a line that is only a letter, the self-contained statements, a hedge
+    after a letter: "B or C")."""
+    letter = rf"(?P<letter>[{letters}{letters.lower()}])(?!\w|'\w)"  # not "A's"; 'B' is fine
+    # the letter alone, in a font command, or labelling its option's text: "(B) 42 kg", "B: 42"
+    # (bounded: an unclosed box must not make every later one scan to the end of the line)
+    font = r"(?:\\(?:text|textbf|mathrm|mathbf)\s*\{)?"
+    boxed = rf"\\boxed\{{\s*{font}\s*\(?{letter}(?:\s*[.:)]?\s*\}}|[.:)][ \t][^\n]{{0,200}}?\}})"
     statements = (
-        re.compile(rf"\\boxed\{{\s*(?:\\text(?:bf)?\{{)?\s*\(?{letter}\)?\s*\}}", re.IGNORECASE),
+        re.compile(boxed, re.IGNORECASE),
         re.compile(rf"\b(?:option|choice)\s+\(?{letter}\)?\s+is\s+(?:the\s+)?(?:correct|right|best)\b", re.IGNORECASE),
         re.compile(rf"\({letter}\)\s+is\s+(?:the\s+)?(?:correct|right|best)\b", re.IGNORECASE),
     )
-    return re.compile(letter), re.compile(rf"[ \t*_$]*[(\[]?{letter}[)\]]?[ \t.*_$]*"), statements
+    alone = re.compile(rf"[ \t*_$]*[(\[]?{letter}[)\]]?[ \t.*_$]*")
+    hedge = re.compile(rf"[ \t]*[)\]]?[ \t]+(?:or|and)[ \t]+\(?[{letters}](?!\w|'\w)")
+    return re.compile(letter), alone, statements, hedge
 
 
 def _is_a_word(text: str, letter: str, end: int) -> bool:
-    """Whether the letter ending at ``end`` is the English word "a"/"I" (or a lowercase letter) in prose."""
+    """Whether the letter ending at ``end`` is the English word "a"/"I" (or a lowercase letter) in prose,
+    or a lowercase variable in math ("c/2")."""
+    if letter.islower() and _OPERATOR_AFTER.match(text, end):
+        return True
     if not (letter.islower() or letter in "AI"):
         return False
-    after = text[end:]
-    return bool(_WORD_AFTER.match(after)) and not _VERB_AFTER.match(after)
+    return bool(_WORD_AFTER.match(text, end)) and not _VERB_AFTER.match(text, end)
 
 
 def _letter_after(text: str, pos: int, letter: re.Pattern[str]) -> re.Match[str] | None:
@@ -65,7 +81,7 @@ def _letter_after(text: str, pos: int, letter: re.Pattern[str]) -> re.Match[str]
 
 def extract_choice(text: str, letters: str = "ABCD") -> str | None:
     """The chosen letter: that of the last explicit statement in the text, or None."""
-    letter, alone, statements = _patterns(letters)
+    letter, alone, statements, hedge = _patterns(letters)
     matches = [m for lead in _LEADS.finditer(text) if (m := _letter_after(text, lead.end(), letter))]
     matches += [m for pattern in statements for m in pattern.finditer(text)]
     last_line_start = text.rstrip().rfind("\n") + 1
@@ -74,7 +90,7 @@ def extract_choice(text: str, letters: str = "ABCD") -> str | None:
     found = [
         (m.start("letter"), m.group("letter").upper())
         for m in matches
-        if not _is_a_word(text, m.group("letter"), m.end("letter"))
+        if not _is_a_word(text, m.group("letter"), m.end("letter")) and not hedge.match(text, m.end("letter"))
     ]
     return max(found)[1] if found else None
 

@@ -16,6 +16,7 @@ from presto.tasks.base import Grade
 from presto.tasks.sandbox import SandboxLimits, run_sandboxed
 
 _FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
+_OPEN_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n")
 _PY_LABELS = {"python", "py", "python3", "py3"}
 _READS_STDIN = re.compile(r"\binput\s*\(|\bstdin\b|\bopen\s*\(\s*0\s*[,)]|\bfileinput\b")
 
@@ -32,22 +33,37 @@ def _is_solution(code: str, entry_points: Sequence[str], reads_stdin: bool) -> b
     return reads_stdin and _READS_STDIN.search(code) is not None
 
 
+def _unclosed_block(text: str, start: int) -> tuple[str, str] | None:
+    """(label, code) after a ```python or unlabeled fence at or after ``start`` that never
+    closes (the generation ran out), else None."""
+    # only the first fence can open it: a later one after a newline would have closed it.
+    # (A search would try every backtick and be quadratic on a line of them.)
+    pos = text.find("```", start)
+    fence = _OPEN_FENCE.match(text, pos) if pos >= 0 else None
+    if fence is None or (fence.group(1) and fence.group(1).lower() not in _PY_LABELS):
+        return None
+    return fence.group(1), text[fence.end() :]
+
+
 def extract_program(text: str, entry_points: Sequence[str] = (), *, reads_stdin: bool = False) -> str:
     """The program in a completion.
 
-    1. The last fenced block (```python or unlabeled) that is the solution: one that
-       defines one of ``entry_points`` (the function name; ``Solution`` or the method for
-       LeetCode-style problems), or, for a stdin problem (``reads_stdin``), one that reads
-       stdin. Models often follow the solution with an "Example usage:" block, which is not
-       the program to grade.
+    1. The last fenced block (```python or unlabeled, the trailing one included even if it
+       never closes) that is the solution: one that defines one of ``entry_points`` (the
+       function name; ``Solution`` or the method for LeetCode-style problems), or, for a
+       stdin problem (``reads_stdin``), one that reads stdin. Models often follow the
+       solution with an "Example usage:" block, which is not the program to grade.
     2. Else the last ```python block (the final version, after any drafts), else the last
        unlabeled block.
-    3. Else the code after an unclosed fence (the generation ran out), else the text before
-       a stray closing fence, else the whole text (a bare function body, in the classic
-       completion format).
+    3. Else the code after an unclosed ```python fence (the generation ran out), else the
+       text before a stray closing fence, else the whole text (a bare function body, in the
+       classic completion format).
     """
-    blocks = _FENCE.findall(text)
+    fences = list(_FENCE.finditer(text))
+    blocks = [(fence.group(1), fence.group(2)) for fence in fences]
+    unclosed = _unclosed_block(text, fences[-1].end() if fences else 0)
     code_blocks = [body for label, body in blocks if not label or label.lower() in _PY_LABELS]
+    code_blocks += [unclosed[1]] if unclosed else []
     solutions = [body for body in code_blocks if _is_solution(body, entry_points, reads_stdin)]
     if solutions:
         return solutions[-1].strip("\n")
@@ -57,9 +73,8 @@ def extract_program(text: str, entry_points: Sequence[str] = (), *, reads_stdin:
     unlabeled = [body for label, body in blocks if not label]
     if unlabeled:
         return unlabeled[-1].strip("\n")
-    last_open = max((m.end() for m in re.finditer(r"```[ \t]*(?:python3?|py3?)[ \t]*\n", text)), default=-1)
-    if last_open >= 0:
-        return text[last_open:].strip("\n")
+    if unclosed and unclosed[0]:  # unlabeled, it may be a stray closing fence instead
+        return unclosed[1].strip("\n")
     if "```" in text:
         return text[: text.index("```")].strip("\n")
     return text.strip("\n")

@@ -21,28 +21,40 @@ _ANSWER_LEAD = re.compile(r"(?<![A-Za-z])answer(?:\s*[*_]{2})?\s*(?:is\b|:|=)(?:
 _BOLD = re.compile(r"\*\*|__")
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 _INLINE_MATH = re.compile(r"\$([^$]+)\$")
+# words that make an answer phrase a supposition, not a statement, when one comes shortly
+# before it in the same sentence: "suppose the answer is 204", "check if the answer is 5"
+_HYPOTHETICAL = re.compile(r"\b(?:if|suppos(?:e|ing)|assum(?:e|ing)|whether|maybe|guess|say|check)\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?\n]")
 # where a plain-text answer stops: the end of its sentence (not a decimal point), a ';', a
 # parenthetical or a clause that explains it ("17 (since 2+15)", "5, which is prime")
 _ANSWER_END = re.compile(r"\.(?=\s|$)|;|\s\((?=[a-z]{2})|,\s+(?=[a-z]{2})|\s+(?:because|since|as|which|where|so)\b")
 
 
-def _balanced(text: str, open_pos: int) -> str | None:
-    """The content of the brace group opening at ``open_pos``, or None if never closed."""
-    depth = 0
-    for i in range(open_pos, len(text)):
-        ch = text[i]
-        if ch == "{" and (i == 0 or text[i - 1] != "\\"):
-            depth += 1
-        elif ch == "}" and (i == 0 or text[i - 1] != "\\"):
-            depth -= 1
-            if depth == 0:
-                return text[open_pos + 1 : i]
-    return None
+_BRACE = re.compile(r"(?<!\\)[{}]")  # not \{ or \}
+_SPACES = re.compile(r"\s*")
+_TOKEN = re.compile(r"[^\s$]+")
+
+
+def _closing_braces(text: str) -> dict[int, int]:
+    """The position of the ``}`` that closes each ``{`` (unclosed ones are absent).
+
+    One pass for all boxes: scanning to the end of the text from each box that never
+    closes is quadratic, and a completion that repeats ``\\boxed{`` takes minutes.
+    """
+    closing: dict[int, int] = {}
+    open_at: list[int] = []
+    for brace in _BRACE.finditer(text):
+        if brace.group() == "{":
+            open_at.append(brace.start())
+        elif open_at:
+            closing[open_at.pop()] = brace.start()
+    return closing
 
 
 def extract_boxed_all(text: str) -> list[str]:
     """Every ``\\boxed{...}`` (or ``\\fbox{...}``, or ``\\boxed 5``) content, in order, braces balanced."""
     found: list[tuple[int, str]] = []
+    closing: dict[int, int] | None = None
     for command in _BOX_COMMANDS:
         start = 0
         while (pos := text.find(command, start)) != -1:
@@ -50,16 +62,13 @@ def extract_boxed_all(text: str) -> list[str]:
             start = after
             if after < len(text) and text[after].isalpha():
                 continue  # another command, e.g. \boxeds
-            rest = text[after:]
-            stripped = rest.lstrip()
-            if stripped.startswith("{"):
-                content = _balanced(text, after + (len(rest) - len(stripped)))
-                if content is not None:
-                    found.append((pos, content.strip()))
-            elif rest.startswith(" ") and stripped:
-                token = re.match(r"[^\s$]+", stripped)
-                if token:
-                    found.append((pos, token.group(0)))
+            value_at = _SPACES.match(text, after).end()
+            if text.startswith("{", value_at):
+                closing = _closing_braces(text) if closing is None else closing
+                if value_at in closing:
+                    found.append((pos, text[value_at + 1 : closing[value_at]].strip()))
+            elif text.startswith(" ", after) and (token := _TOKEN.match(text, value_at)):
+                found.append((pos, token.group(0)))
     return [content for _, content in sorted(found)]
 
 
@@ -68,6 +77,13 @@ def extract_boxed(text: str) -> str | None:
     final one last, and an empty ``\\boxed{}`` is the instruction echoed, not an answer."""
     boxes = [box for box in extract_boxed_all(text) if box]
     return boxes[-1] if boxes else None
+
+
+def _is_hypothetical(text: str, lead_start: int) -> bool:
+    """Whether the answer phrase at ``lead_start`` is a supposition mid-reasoning: one of
+    :data:`_HYPOTHETICAL` among the four words before it, in its sentence."""
+    before = _SENTENCE_END.split(text[max(0, lead_start - 200) : lead_start])[-1]
+    return _HYPOTHETICAL.search(" ".join(before.split()[-4:])) is not None
 
 
 def _stated_value(rest: str) -> str | None:
@@ -105,7 +121,8 @@ def extract_math_answer(text: str) -> str | None:
     2. else the last explicit answer statement that has a value: "The final answer is X",
        "Answer: X", "**Answer:** X" (any case), where X is the math right after it
        (``$\\frac{3}{4}$``), else its plain text up to the end of the sentence, a
-       parenthetical or an explaining clause ("Answer: 17 (since 2+15)." gives 17);
+       parenthetical or an explaining clause ("Answer: 17 (since 2+15)." gives 17), and
+       not a supposition ("suppose the answer is 204, then...": a truncated chain's guess);
     3. else None.
 
     There is deliberately no "last number in the text" fallback: an answer the model did
@@ -117,6 +134,8 @@ def extract_math_answer(text: str) -> str | None:
     if boxed is not None:
         return boxed
     for lead in reversed(list(_ANSWER_LEAD.finditer(text))):
+        if _is_hypothetical(text, lead.start()):
+            continue
         value = _stated_value(text[lead.end() :])
         if value:
             return value
@@ -141,6 +160,21 @@ def _normalize_text(answer: str) -> str:
     return re.sub(r"\s+", "", s).lower().rstrip(".")
 
 
+_warned_references: set[str] = set()
+
+
+def _warn_unparsed(reference: str) -> None:
+    """Say once per reference that its answers are compared as text only, which rejects
+    equivalent forms that math-verify would have accepted."""
+    if reference not in _warned_references:
+        _warned_references.add(reference)
+        logging.getLogger(__name__).warning(
+            "math-verify cannot parse the reference answer %r: completions of this problem are compared "
+            "with it as text only",
+            reference,
+        )
+
+
 def _timeout_s() -> int | None:
     """math-verify's timeout uses SIGALRM, which only works in the main thread."""
     return 5 if threading.current_thread() is threading.main_thread() else None
@@ -162,11 +196,13 @@ def _parse(answer: str) -> list:
     return parse(f"${s}$", parsing_timeout=_timeout_s())
 
 
-def math_equal(reference: str, predicted: str) -> bool | None:
-    """Whether ``predicted`` equals ``reference``; ``None`` if the reference cannot be parsed.
+def math_equal(reference: str, predicted: str) -> bool:
+    """Whether ``predicted`` equals ``reference``.
 
     Equal normalized strings are accepted first (cheap, and right for textual answers such
-    as names); otherwise both sides go through math-verify's parser and comparison.
+    as names); otherwise both sides go through math-verify's parser and comparison. A
+    reference math-verify cannot parse (``\\ldots``) is compared as text only, for every
+    prediction alike: grading only the ones that match it would bias accuracy up.
     """
     if _normalize_text(reference) == _normalize_text(predicted):
         return True
@@ -178,7 +214,8 @@ def math_equal(reference: str, predicted: str) -> bool | None:
     except Exception:
         gold = []
     if not any(not isinstance(g, str) for g in gold):  # only the raw string back: not parsed
-        return None
+        _warn_unparsed(reference)
+        return False  # the text comparison above failed
     try:
         pred = _parse(predicted)
         if not pred:
@@ -193,6 +230,8 @@ _TEXT_COMMAND = re.compile(r"\\(?:text|textbf|textit|textrm|mathrm|mathbf|mbox)\
 # of "32,\!348"
 _INT_DECORATION = re.compile(r"\\!|\\\$|\\?%|\^\s*\{?\s*\\circ\s*\}?|\\circ|\\degree")
 _LATEX_SPACE = re.compile(r"\\[,;: ]|~")
+# more digits than any answer has; int() refuses over 4300 digits (ValueError)
+_MAX_DIGITS = 100
 # an integer (thousands separated only as 1,000), an optional ".0", then optionally words
 # without digits (a unit: "33 ways"), so that "3, 3" or "1 and 33" are never read as 33 or 133
 _INTEGER = re.compile(r"([+-]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.0*)?(?:\s+[A-Za-z]{2,}(?:\s+[A-Za-z]+)*)?")
@@ -205,6 +244,7 @@ def parse_integer(answer: str) -> int | None:
     ``\\text{33}``/``\\textbf{33}``/``\\mathrm{33}`` (their content is kept), ``33 \\text{ ways}``,
     and equations, whose right-hand side is the answer (``n = 33``, ``m+n=33``). Separate
     numbers are never glued together (``3, 3`` and ``1 \\text{ and } 33`` are not integers).
+    Over :data:`_MAX_DIGITS` digits is no answer (a runaway generation).
     """
     s = _strip_wrappers(answer)
     while (unwrapped := _TEXT_COMMAND.sub(r"\1", s)) != s:  # nested: \text{\textbf{33}}
@@ -212,22 +252,10 @@ def parse_integer(answer: str) -> int | None:
     s = s.rpartition("=")[2].replace("{,}", ",")
     s = _LATEX_SPACE.sub(" ", _INT_DECORATION.sub("", s))
     m = _INTEGER.fullmatch(s.strip().rstrip(".").strip())
-    return int(m.group(1) + m.group(2).replace(",", "")) if m else None
-
-
-_warned_references: set[str] = set()
-
-
-def _warn_ungradable(reference: str) -> None:
-    """Say once per reference that its problem drops out of accuracy: a silent None would
-    shrink the graded set without anyone noticing."""
-    if reference not in _warned_references:
-        _warned_references.add(reference)
-        logging.getLogger(__name__).warning(
-            "math-verify cannot parse the reference answer %r: completions of this problem are ungraded "
-            "(correct=None) and not counted in accuracy",
-            reference,
-        )
+    if not m:
+        return None
+    digits = m.group(2).replace(",", "")
+    return int(m.group(1) + digits) if len(digits) <= _MAX_DIGITS else None
 
 
 def grade_math(completion: str, reference: str) -> Grade:
@@ -236,9 +264,6 @@ def grade_math(completion: str, reference: str) -> Grade:
     if extracted is None:
         return Grade(False, None, "no answer found")
     verdict = math_equal(str(reference), extracted)
-    if verdict is None:
-        _warn_ungradable(str(reference))
-        return Grade(None, extracted, f"reference could not be parsed: {reference!r}")
     return Grade(verdict, extracted, "math-verify" if verdict else f"expected {reference}")
 
 

@@ -138,26 +138,24 @@ def _generated_dataset(generator: str, size: int, seed: int) -> Any:
     return reasoning_gym.create_dataset(generator, size=size, seed=seed)
 
 
-def has_own_scorer(dataset: Any) -> bool:
-    """Whether a reasoning-gym generator overrides the base scorer (an exact string match)."""
-    from reasoning_gym.dataset import ProceduralDataset
-
-    return type(dataset).score_answer is not ProceduralDataset.score_answer
+# generators whose scorer checks the form of the answer, not just its value:
+# fraction_simplification wants lowest terms, which a value comparison would not enforce
+FORM_SCORED_GENERATORS = frozenset({"fraction_simplification"})
 
 
 def grade_generated(completion: str, reference: GeneratedReference) -> Grade:
-    """Grade a generated problem with its generator's own scorer where it has one.
+    """Grade a generated problem by value with math-verify, or by its generator's scorer
+    where the form of the answer matters (:data:`FORM_SCORED_GENERATORS`).
 
-    The scorer knows what the question asks for beyond the value: fraction_simplification
-    wants the fraction in lowest terms, which math-verify (a value comparison) would accept
-    unsimplified. It sees the extracted answer and must give full marks (1.0). Generators
-    without a scorer of their own have only reasoning-gym's exact string match, which would
-    reject ``\\boxed{x = 13}`` or ``\\dfrac``; their answers are compared by value with
-    math-verify instead.
+    The other generators' scorers are naive about how models write numbers: gsm_symbolic's
+    reads the first number (``28,080`` as 28, the left-hand side of a boxed equation),
+    products' and chain_sum's reject ``793{,}546{,}072`` and ``x = 793546072``. math-verify
+    reads these by value and takes an equation's right-hand side. The form scorer sees the
+    extracted answer and must give full marks (1.0).
     """
-    dataset = _generated_dataset(reference.generator, reference.size, reference.seed)
-    if not has_own_scorer(dataset):
+    if reference.generator not in FORM_SCORED_GENERATORS:
         return grade_math(completion, reference.answer)
+    dataset = _generated_dataset(reference.generator, reference.size, reference.seed)
     extracted = extract_math_answer(completion)
     if extracted is None:
         return Grade(False, None, "no answer found")
@@ -175,8 +173,8 @@ class GenMathTask(_MathTask):
 
     Problem ``i`` comes from generator ``i % len(generators)``, so any prefix of the set
     mixes all generators. ``generator_seed`` (not the run seed) fixes the problems, so
-    runs with different sampling seeds grade the same questions. Each problem is graded by
-    its generator's own scorer where it has one (:func:`grade_generated`).
+    runs with different sampling seeds grade the same questions. Answers are compared by
+    value, or by the generator's scorer where their form matters (:func:`grade_generated`).
     """
 
     name = "gen_math"
