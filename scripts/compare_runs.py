@@ -8,17 +8,19 @@ Chains pair up by (prompt_id, chain); runs made with one seed are seed-matched. 
 runs of a pair must share their setting (engine, model, dataset, sampler options; the
 traversal, budget and seed may differ): otherwise it stops naming what differs, unless
 --allow-different-settings. For each pair it prints the speedup (mean summed model-call
-time of A over B, the paper's eq. 20), the increase in time per call (ratio of the mean of
-each chain's time per call) and the reduction in model calls (speedup x increase, which
-can differ from the plain calls A/B printed beside it), transitions per call, and a paired
-TOST of B - A for token-normalized log-likelihood and confidence at a margin of 0.2
-baseline SDs (p_eq = larger one-sided p), per prompt (its chains averaged) as in the
-paper, or per chain with --unit chain.
-With several pairs, a fixed-effect pooled TOST per statistic follows. A run that did not
-finish every chain it was configured for (summary.json's complete, or for older runs
-config.yaml's prompts x chains) is one `warning:` line on stderr, and a pair that holds
-fewer chains than a run configured is noted under the table. Exit status 0; bad input is
-one `error:` line and exit status 2.
+time of A over B, the paper's eq. 20), the increase in time per call (ratio of the means
+over prompts of each prompt's time per call: its chains' call time over their calls, as in
+App. D.2) and the reduction in model calls (speedup x increase, which can differ from the
+plain calls A/B printed beside it), transitions per call, and a paired TOST of B - A for
+token-normalized log-likelihood and confidence at a margin of 0.2 baseline SDs (p_eq =
+larger one-sided p), per prompt (its chains averaged) as in the paper, or per chain with
+--unit chain.
+With several pairs, a fixed-effect pooled TOST per statistic follows when at least two
+pairs with distinct baselines have a TOST (a baseline enters once; a lone pair's answer is
+its own paired TOST). A run that did not finish every chain it was configured for
+(summary.json's complete, or for older runs config.yaml's prompts x chains) is one
+`warning:` line on stderr, and a pair that holds fewer chains than a run configured is
+noted under the table. Exit status 0; bad input is one `error:` line and exit status 2.
 """
 
 from __future__ import annotations

@@ -51,7 +51,10 @@ def test_compare_runs_says_how_reduction_and_increase_are_defined(spread, capsys
     assert compare_runs.main([str(p) for p in spread]) == 0
     out = capsys.readouterr().out
     definitions = [line for line in out.splitlines() if "call reduction = speedup × increase" in line]
-    assert len(definitions) == 1 and "time/call increase = mean of each chain's time per call" in definitions[0]
+    assert (
+        len(definitions) == 1
+        and "time/call increase = mean over prompts of each prompt's time per call" in definitions[0]
+    )
     assert "(calls A/B)" in definitions[0]
     # The numbers keep the paper's definition (eq. 20, ratios of means).
     s = compare(load_run(spread[0]), load_run(spread[1]), stats=()).speedup
@@ -69,7 +72,10 @@ def test_report_says_how_reduction_and_increase_are_defined_and_shows_the_calls_
     assert report.main([str(spread[0].parent), "--out", str(out), "--no-figures"]) == 0
     text = out.read_text()
     definitions = [line for line in text.splitlines() if "call reduction = speedup × increase" in line]
-    assert len(definitions) == 1 and "time/call increase = mean of each chain's time per call" in definitions[0]
+    assert (
+        len(definitions) == 1
+        and "time/call increase = mean over prompts of each prompt's time per call" in definitions[0]
+    )
     assert "(calls seq/run)" in definitions[0]
     header = next(line for line in text.splitlines() if line.startswith("| traversal |"))
     columns = [c.strip() for c in header.split("|")[1:-1]]

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import textwrap
 
+import numpy as np
 import pytest
 from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.colors import to_rgb
@@ -263,3 +264,13 @@ def test_speedup_scatter_puts_faster_settings_upper_right(tmp_path, monkeypatch)
         ax.transData.transform((p["call_reduction"], p["time_per_call_increase"])) for p in (fast, slow)
     )
     assert fx > sx and fy > sy
+
+
+def test_a_chain_recorded_twice_is_traced_once(runs):
+    once = plots.transition_trace(load_run(runs / "b_bfs6"))
+    run = load_run(runs / "b_bfs6")
+    run.chains.append(dict(run.chains[0]))  # e.g. a resumed run whose chain was written again
+    twice = plots.transition_trace(run)
+    assert once is not None and twice is not None
+    for a, b in zip(once, twice, strict=True):
+        np.testing.assert_array_equal(a, b)

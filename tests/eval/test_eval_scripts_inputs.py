@@ -129,12 +129,15 @@ def test_compare_json_never_overwrites_a_run_and_fails_in_one_line(pair, tmp_pat
 
 def test_pool_counts_a_baseline_once_however_its_path_is_spelled(tmp_path):
     seq = write_run(tmp_path / "seq", "sequential", 14, 1.0)
+    other = write_run(tmp_path / "seq2", "sequential", 14, 1.0)
     (tmp_path / "sub").mkdir()
-    runs = [RunData(p, {}, json_lines(seq / "chains.jsonl")) for p in (seq, tmp_path / "sub" / ".." / "seq")]
-    variants = [write_run(tmp_path / f"v{i}", "bfs", 6, 0.8, 0.01 * i) for i in (1, 2)]
+    paths = (seq, tmp_path / "sub" / ".." / "seq", other)
+    runs = [RunData(p, {}, json_lines(p / "chains.jsonl")) for p in paths]
+    variants = [write_run(tmp_path / f"v{i}", "bfs", 6, 0.8, 0.01 * i) for i in (1, 2, 3)]
     variant_runs = [RunData(v, {}, json_lines(v / "chains.jsonl")) for v in variants]
     comparisons = [compare(b, v) for b, v in zip(runs, variant_runs, strict=True)]
-    assert pool(comparisons, "loglik").pairs == 1
+    assert pool(comparisons, "loglik").pairs == 2  # seq (spelled twice) once, seq2 once
+    assert pool(comparisons[:2], "loglik") is None  # one baseline alone: nothing to pool
 
 
 def json_lines(path: Path) -> list[dict]:

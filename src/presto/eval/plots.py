@@ -271,7 +271,7 @@ def _time_to_transition(transitions: np.ndarray, times: np.ndarray, total: int) 
 def transition_trace(run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(transitions 1..K, mean cumulative call time, SD) over the run's chains."""
     curves = []
-    for record in run.chains:
+    for record in run.answers.values():  # a chain recorded twice counts once
         progress = chain_progress(run, record)
         if progress is not None:
             curves.append(_time_to_transition(*progress, int(record["transitions"])))

@@ -12,6 +12,7 @@ baselines, per prompt over the prompts they share; and the figures of presto.eva
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -31,19 +32,21 @@ from presto.eval.runs import (
 )
 from presto.eval.tost import DEFAULT_LEVEL, DEFAULT_MARGIN_SD, PooledResult, interval_percent
 
-# The paper's eq. (20) and its decomposition, in one line each for compare_runs and the report:
-# users read "call reduction" as the plain ratio of calls and the increase as the ratio of the
-# runs' pooled time per call; both are ratios of per-chain means instead.
+# The paper's eq. (20) and its decomposition (App. D.2), in one line each for compare_runs and
+# the report: users read "call reduction" as the plain ratio of calls and the increase as the
+# ratio of the runs' pooled time per call; both are ratios of per-prompt means instead.
 SPEEDUP_DEFINITION = (
-    "speedup = mean call time per chain, A / B (eq. 20); time/call increase = mean of each chain's "
-    "time per call, B / A (not a ratio of pooled time_per_call_s); call reduction = speedup × increase, "
-    "so it can differ from the plain ratio of mean calls (calls A/B)."
+    "speedup = mean call time per chain, A / B (eq. 20); time/call increase = mean over prompts of each "
+    "prompt's time per call (its chains' call time / their calls), B / A (not a ratio of pooled "
+    "time_per_call_s); call reduction = speedup × increase, so it can differ from the plain ratio of "
+    "mean calls (calls A/B)."
 )
 REPORT_SPEEDUP_DEFINITION = (
     "Speedup = the sequential run's mean summed model-call time per chain / this run's (eq. 20); "
-    "time/call increase = mean of each chain's time per call, this run's / the sequential's (not the "
-    "ratio of the time/call column, which pools all calls); call reduction = speedup × increase, so it "
-    "can differ from the plain ratio of mean calls, shown beside it (calls seq/run)."
+    "time/call increase = mean over prompts of each prompt's time per call (its chains' call time / "
+    "their calls), this run's / the sequential's (not the ratio of the time/call column, which pools all "
+    "calls); call reduction = speedup × increase, so it can differ from the plain ratio of mean calls, "
+    "shown beside it (calls seq/run)."
 )
 
 
@@ -64,7 +67,8 @@ def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> list[str]:
 
 
 def _mean_chain(run: RunData, key: str) -> float | None:
-    values = [r[key] for r in run.chains if r.get(key) is not None]
+    """Mean of ``key`` over the run's chains, a chain recorded twice counting once (its later record)."""
+    values = [r[key] for r in run.answers.values() if r.get(key) is not None]
     return sum(values) / len(values) if values else None
 
 
@@ -173,7 +177,10 @@ def comparison_lines(
         if any(v is not None for v in pooled.values()):
             lines += _table(pooled_header(level), pooled_rows(pooled))
         else:
-            lines.append("No statistic can be pooled: no pair has a TOST with a baseline spread (SD > 0).")
+            lines.append(
+                "No statistic can be pooled: fewer than two pairs with distinct baselines have a TOST with a "
+                "baseline spread (SD > 0); each pair's own TOST above is the answer."
+            )
     return lines
 
 
@@ -514,6 +521,12 @@ def build_report(
                     *_table(pooled_header(level), pooled_rows(pooled)),
                 ]
                 lines.append("")
+            elif len(items) > 1:  # a lone pair's paired t-TOST is its answer; a pooled z-test could contradict it
+                lines += [
+                    "Not pooled: fewer than two of these comparisons have distinct sequential baselines and a "
+                    "TOST with a baseline spread (SD > 0).",
+                    "",
+                ]
 
     if baseline_runs:
         lines += case_study_lines(runs)
@@ -521,7 +534,12 @@ def build_report(
     if figures:
         from presto.eval.plots import make_plots
 
-        written = make_plots(runs, out_path.parent / "figures")
+        try:
+            written = make_plots(runs, out_path.parent / "figures")
+        except Exception as err:  # a figure that fails must not take the tables with it
+            written = []
+            lines += ["## Figures", "", f"Figures could not be drawn: {type(err).__name__}: {err}", ""]
+            print(f"warning: figures could not be drawn: {type(err).__name__}: {err}", file=sys.stderr)
         if written:
             lines += ["## Figures", ""]
             for path in written:

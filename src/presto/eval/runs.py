@@ -1,19 +1,24 @@
 """Run directories as data: loading, pairing chains, speedups and quality comparisons.
 
 The speedup follows the paper's eq. (20): a ratio of means over paired units of the
-summed model-call time, baseline over variant. It splits exactly into two ratios of means:
+summed model-call time, baseline over variant. It splits exactly into two ratios of means
+(App. D.2):
 
-    time-per-call increase = mean time per call (variant) / mean time per call (baseline)
+    time-per-call increase = mean over prompts of the variant's time per call
+                             / mean over prompts of the baseline's time per call
     call reduction         = speedup * time-per-call increase
 
-so speedup = call reduction / time-per-call increase (Figure 1's two axes). The plain ratio
+where a run's time per call on a prompt is the mean duration of its calls there: the
+summed call time of the prompt's paired chains over their summed model calls. So
+speedup = call reduction / time-per-call increase (Figure 1's two axes). The plain ratio
 of mean model calls is reported too; it differs from the derived reduction only through
-the spread of time per call across units.
+the spread of time per call across prompts.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -372,11 +377,12 @@ def case_study_groups(runs: Sequence[RunData]) -> list[list[RunData]]:
 def pair_chains(baseline: RunData, variant: RunData) -> list[tuple[dict[str, Any], dict[str, Any]]]:
     """Chains of the two runs matched by (prompt_id, chain), in the baseline's order.
 
+    A chain recorded twice (a resumed run) pairs once, with its later record (``RunData.answers``).
     Each record carries its seed, so runs made with one seed are seed-matched pairs; runs
     with different seeds still pair by prompt and chain index (independent draws).
     """
-    index = {(r["prompt_id"], r["chain"]): r for r in variant.chains}
-    return [(r, index[(r["prompt_id"], r["chain"])]) for r in baseline.chains if (r["prompt_id"], r["chain"]) in index]
+    index = variant.answers
+    return [(r, index[key]) for key, r in baseline.answers.items() if key in index]
 
 
 def _ratio(num: float, den: float) -> float | None:
@@ -391,7 +397,7 @@ class Speedup:
     call_time_baseline: float  # mean summed model-call time per unit
     call_time_variant: float
     speedup: float | None
-    time_per_call_baseline: float
+    time_per_call_baseline: float  # mean over prompts of (summed call time / summed calls) there
     time_per_call_variant: float
     time_per_call_increase: float | None
     call_reduction: float | None  # speedup * time_per_call_increase
@@ -401,7 +407,12 @@ class Speedup:
 
 
 def speedup(pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> Speedup:
-    """Speedup of the second run of each pair over the first, as ratios of means."""
+    """Speedup of the second run of each pair over the first, as ratios of means.
+
+    Time per call is per prompt, as in the paper (App. D.2): a prompt's summed call time
+    over its summed model calls (its paired chains pooled, not each chain's ratio averaged),
+    then the mean over prompts; a prompt without a call on a side is left out of that side.
+    """
     if not pairs:
         raise ValueError("no paired chains: the runs share no (prompt_id, chain)")
     a = [p[0] for p in pairs]
@@ -411,7 +422,13 @@ def speedup(pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> Speedup:
         return float(np.mean([r[key] for r in records]))
 
     def mean_tpc(records):
-        return float(np.mean([r["call_time_s"] / r["model_calls"] for r in records if r["model_calls"]]))
+        prompts: dict[str, list[float]] = {}  # prompt -> [summed call time, summed calls]
+        for r in records:
+            sums = prompts.setdefault(r["prompt_id"], [0.0, 0.0])
+            sums[0] += r["call_time_s"]
+            sums[1] += r["model_calls"]
+        per_prompt = [time / calls for time, calls in prompts.values() if calls]
+        return float(np.mean(per_prompt)) if per_prompt else math.nan
 
     def tpc_transitions(records):
         calls = sum(r["model_calls"] for r in records)
@@ -516,8 +533,10 @@ def compare(
         )
     pairs = pair_chains(baseline, variant)
     result = Comparison(baseline, variant, speedup(pairs), differences=differences)
-    result.unpaired = (len(baseline.chains) - len(pairs), len(variant.chains) - len(pairs))
-    result.seed_matched = all(p[0].get("seed") == p[1].get("seed") for p in pairs)
+    # Counted over distinct chains, as pairs are: a chain recorded twice is one chain.
+    result.unpaired = (len(baseline.answers) - len(pairs), len(variant.answers) - len(pairs))
+    # Records without a seed (None on both sides) say nothing about seed matching.
+    result.seed_matched = all(p[0].get("seed") is not None and p[0].get("seed") == p[1].get("seed") for p in pairs)
     for stat in stats:
         a, b = paired_values(pairs, stat, unit)
         result.tost[stat] = paired_tost(a, b, margin_sd=margin_sd, level=level) if a.shape[0] >= 2 else None
@@ -527,10 +546,12 @@ def compare(
 def pool(
     comparisons: Sequence[Comparison], stat: str, *, margin_sd: float = DEFAULT_MARGIN_SD, level: float = DEFAULT_LEVEL
 ) -> PooledResult | None:
-    """Fixed-effect pooled TOST of one statistic over several comparisons (None if none usable).
+    """Fixed-effect pooled TOST of one statistic over several comparisons (None unless two are usable).
 
     The pooled test assumes independent pairs, so a baseline run enters once: of several
     comparisons against the same baseline (however its path is spelled) only the first is pooled.
+    None when fewer than two independent comparisons have a TOST with a baseline spread: a
+    lone pair's answer is its paired t-TOST, which the pooled z-test could contradict.
     """
     seen: set[Path] = set()
     independent = []
@@ -541,7 +562,7 @@ def pool(
             independent.append(c)
     results = [c.tost.get(stat) for c in independent]
     results = [r for r in results if r is not None and r.baseline_sd > 0]
-    return pooled_tost(results, margin_sd=margin_sd, level=level) if results else None
+    return pooled_tost(results, margin_sd=margin_sd, level=level) if len(results) >= 2 else None
 
 
 def pairing_note(comparison: Comparison) -> str | None:
@@ -592,13 +613,18 @@ def chain_progress(run: RunData, record: dict[str, Any]) -> tuple[np.ndarray, np
     The call order is fixed by the chain loop: each block starts with its extension call,
     then the sequential stepper makes one call per transition and a PreSTO stepper one call
     per round (trees.jsonl tells how many transitions each round realized). Returns None when
-    the record predates per-call times or the calls do not line up with that order.
+    the record predates per-call times, the summary lacks a usable max_new_tokens and
+    block_size (positive integers, the block size dividing n), or the calls do not line up
+    with that order.
     """
     times = record.get("call_times_s")
     if not times or not record.get("transitions"):
         return None
     steps = int(run.summary.get("steps") or 0)
-    stages = int(run.summary["max_new_tokens"]) // int(run.summary["block_size"])
+    tokens, block = run.summary.get("max_new_tokens"), run.summary.get("block_size")
+    if not (_count(tokens) and _count(block) and tokens and block and tokens % block == 0):
+        return None
+    stages = tokens // block
     if run.is_sequential:
         advance = ([0] + [1] * steps) * stages
     else:
