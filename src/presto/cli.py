@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+from hydra.errors import CompactHydraException
 from omegaconf import DictConfig, OmegaConf
 
 _SPECIAL_PREFIXES = ("choice(", "range(", "glob(", "interval(", "tag(", "sort(", "shuffle(")
@@ -269,6 +270,25 @@ def _terminate_like_interrupt() -> None:
     signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _sweep_job() -> int | None:
+    """This job's number in a multirun (``-m``), None in a single run."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    hydra_cfg = HydraConfig.get()
+    return hydra_cfg.job.num if hydra_cfg.mode == RunMode.MULTIRUN else None
+
+
+class SweepJobFailed(CompactHydraException):
+    """A sweep job stopped by a user error, raised instead of exiting.
+
+    ``sys.exit`` in one job would end the whole sweep (Hydra catches only ``Exception`` per job).
+    Raised, it lets the other jobs run (in this process or a launcher's, as it pickles); the sweeper
+    re-raises the first once the batch is done, and Hydra prints a ``CompactHydraException`` as its
+    message, without a traceback, and exits with status 1.
+    """
+
+
 def execute(cfg: DictConfig) -> float | None:
     """Validate, run, print the summary; return the metric a sweeper minimizes (call time)."""
     from presto.config import validate
@@ -283,7 +303,13 @@ def execute(cfg: DictConfig) -> float | None:
         summary = run(cfg, run_dir)
     except errors as err:
         _remove_if_empty(run_dir)
-        fail(str(err).splitlines()[0] if str(err) else type(err).__name__)
+        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        job = _sweep_job()
+        if job is None:
+            fail(message)
+        # In a sweep, one job's mistake (e.g. its directory already holds chains) must not cancel the rest.
+        print(f"error: sweep job {job}: {message}", file=sys.stderr)
+        raise SweepJobFailed(f"error: sweep job {job} failed: {message}; the sweep's other jobs were run") from None
     except KeyboardInterrupt as interrupt:
         terminated = bool(interrupt.args) and interrupt.args[0] == _TERMINATED
         print(

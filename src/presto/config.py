@@ -18,6 +18,7 @@ from omegaconf.errors import MissingMandatoryValue
 
 SAMPLERS = ("powermh", "entropycut", "multitry", "lowtemp", "best_of_n", "power_smc")
 TRAVERSALS = ("sequential", "bfs", "predictive")
+LOGGERS = ("none", "wandb")  # presto.runner.logging.build_logger
 
 
 class ConfigError(ValueError):
@@ -130,6 +131,8 @@ def validate_sampler(cfg: DictConfig) -> SamplerSettings:
     alpha = _number(cfg, "sampler.alpha", float, 0.0, strict=True)
     tau = _get(cfg, "sampler.tau")
     tau = 1.0 / alpha if tau is None else _number(cfg, "sampler.tau", float, 0.0, strict=True)
+    if not (math.isfinite(tau) and tau > 0):  # 1/alpha overflows for a subnormal alpha (1e-320)
+        raise ConfigError(f"sampler.tau=null takes 1/sampler.alpha, which is not a finite number > 0 for alpha={alpha}")
     n = _number(cfg, "sampler.max_new_tokens", int, 1)
     if name == "power_smc" and _get(cfg, "sampler.block_size") is None:
         if n % SMC_DEFAULT_BLOCKS:
@@ -161,7 +164,11 @@ def validate(cfg: DictConfig) -> RunSettings:
     max_nodes = _number(cfg, "run.max_logged_nodes", int, 0)
     check_keys(OmegaConf.to_container(cfg.budget, resolve=True), "budget", "the budget", BUDGET_KEYS)
     check_keys(OmegaConf.to_container(cfg.run, resolve=True), "run", "the run options", RUN_KEYS)
-    if OmegaConf.select(cfg, "logger.name") == "wandb":
+    logger = OmegaConf.select(cfg, "logger.name")
+    if logger not in LOGGERS and logger is not None:  # null, like no logger group: no logger
+        # Else the run would only fail after the model has loaded.
+        raise ConfigError(f"logger.name={logger} is not a logger; choose one of: {', '.join(LOGGERS)}")
+    if logger == "wandb":
         from presto.eval.wandb_logger import resolve_mode
 
         try:  # a typo in the mode would only surface as "logging stopped" once the run is under way

@@ -35,8 +35,8 @@ class NullLogger:
 
 def build_logger(logger_cfg: Mapping[str, Any] | None, run_config: Mapping[str, Any], run_dir: Path) -> RunLogger:
     """The logger named by ``logger.name`` (``none`` when the group is absent)."""
-    name = (logger_cfg or {}).get("name", "none")
-    if name == "none":
+    name = (logger_cfg or {}).get("name")
+    if name is None or name == "none":  # logger.name=null is no logger, as presto.config.validate allows
         return NullLogger()
     if name == "wandb":
         from presto.eval.wandb_logger import WandbLogger

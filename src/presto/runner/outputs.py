@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import errno
 import json
 import math
 import os
+import sys
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -19,9 +21,9 @@ def _plain(value: Any) -> Any:
         return [_plain(v) for v in value]
     if isinstance(value, np.ndarray):
         return _plain(value.tolist())
-    if isinstance(value, np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating):
+    if isinstance(value, np.generic):  # any numpy scalar (np.bool_ included: json refuses it) as its Python value
+        value = value.item()
+    if isinstance(value, float | np.floating):  # np.longdouble stays numpy through .item()
         return float(value) if math.isfinite(value) else None
     return value
 
@@ -74,7 +76,21 @@ def _exclusive_lock(run_dir: Path) -> TextIO | None:
     except BlockingIOError:
         handle.close()
         raise FileExistsError(f"another run is writing to {run_dir} now; give this one its own directory") from None
+    except OSError as err:
+        handle.close()
+        if err.errno not in _NO_LOCKING:
+            raise
+        # Some network and FUSE filesystems have no flock: the run goes on, only unguarded.
+        print(
+            f"warning: cannot lock {run_dir} ({os.strerror(err.errno)}): make sure no other run writes there",
+            file=sys.stderr,
+        )
+        return None
     return handle
+
+
+# errno values of a filesystem that does not support flock (as opposed to a lock held by another process).
+_NO_LOCKING = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}
 
 
 def _chain_key(record: dict[str, Any]) -> tuple[str, int]:

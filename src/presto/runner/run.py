@@ -24,8 +24,8 @@ from omegaconf import DictConfig, OmegaConf
 from presto.baselines import BASELINES, Baseline
 from presto.config import ConfigError, RunSettings, SamplerSettings, describe_differences, flatten, validate
 from presto.engines import Engine, build_engine
-from presto.runner.logging import build_logger
-from presto.runner.outputs import RunWriter
+from presto.runner.logging import RunLogger, build_logger
+from presto.runner.outputs import RunWriter, write_text_atomic
 from presto.samplers import build_kernel
 from presto.samplers.chain import BlockSchedule, BlockStepper, SequentialStepper, run_chain
 from presto.samplers.kernel import Kernel
@@ -354,27 +354,36 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     if settings.resume:
         check_resume_config(cfg, run_dir)
     task, problems, engine = load_task_and_engine(cfg, settings)
+    writer: RunWriter | None = None
+    logger: RunLogger | None = None
+    # Until the main loop's finally takes over, a failure (the directory locked by another run, a
+    # logger that cannot start, Ctrl-C) must still close the engine: it may hold a GPU.
     try:
         check_engine_serves(engine, task, problems, settings.sampler, settings.rescore)
+        if traversal is not None and isinstance(kernel, Kernel):
+            warn_if_not_exact(engine)
+        announce_predictor(traversal)
+        if settings.rescore and engine.rescore_limits:
+            print(f"notice: run.rescore: {engine.rescore_limits}", file=sys.stderr)
+        writer = RunWriter(run_dir, settings.resume)
+        logger = build_logger(
+            OmegaConf.to_container(cfg.logger, resolve=True) if "logger" in cfg else None,
+            OmegaConf.to_container(cfg, resolve=True),
+            run_dir,
+        )
+        previous_summary: dict[str, Any] = {}
+        if settings.resume and writer.summary_path.exists():
+            previous_summary = json.loads(writer.summary_path.read_text())
+        previous_summary_time = float(previous_summary.get("wall_time_s") or 0.0)
+        # Atomic: every resume rewrites it, and a kill midway must not leave a torn config for the next check.
+        write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
     except BaseException:
+        if writer is not None:
+            writer.close()  # releases the directory's lock
         engine.close()
+        if logger is not None:
+            logger.finish()
         raise
-    if traversal is not None and isinstance(kernel, Kernel):
-        warn_if_not_exact(engine)
-    announce_predictor(traversal)
-    if settings.rescore and engine.rescore_limits:
-        print(f"notice: run.rescore: {engine.rescore_limits}", file=sys.stderr)
-    writer = RunWriter(run_dir, settings.resume)
-    logger = build_logger(
-        OmegaConf.to_container(cfg.logger, resolve=True) if "logger" in cfg else None,
-        OmegaConf.to_container(cfg, resolve=True),
-        run_dir,
-    )
-    previous_summary: dict[str, Any] = {}
-    if settings.resume and writer.summary_path.exists():
-        previous_summary = json.loads(writer.summary_path.read_text())
-    previous_summary_time = float(previous_summary.get("wall_time_s") or 0.0)
-    (run_dir / "config.yaml").write_text(OmegaConf.to_yaml(cfg, resolve=True))
     schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
     records = list(writer.previous)
     done = writer.finished()

@@ -1,0 +1,205 @@
+"""The runner's edges: a sweep that outlives one bad job, locks, logger names, engine cleanup, JSON."""
+
+from __future__ import annotations
+
+import errno
+import json
+import pickle
+
+import numpy as np
+import pytest
+
+from tests.conftest import PROJECT_ROOT, run_cli, toy_args, toy_overrides
+
+
+def compose_run(*overrides: str):
+    """The run config of ``conf/config.yaml`` with ``overrides``, as Hydra composes it for a job."""
+    from hydra import compose, initialize_config_dir
+
+    from presto.cli import register_resolvers
+
+    register_resolvers(PROJECT_ROOT)
+    with initialize_config_dir(str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
+def toy_run_config(table, *extra: str):
+    return compose_run(*toy_overrides(table, steps=2), "run.progress=false", *extra)
+
+
+@pytest.fixture
+def engine_closes(monkeypatch):
+    """How many times the run closed its engine (a list that grows by one per close)."""
+    from presto.runner import run as run_module
+
+    closes: list[bool] = []
+    real = run_module.engine_from_config
+
+    def tracking(cfg):
+        engine = real(cfg)
+        close = engine.close
+
+        def counted_close():
+            closes.append(True)
+            close()
+
+        engine.close = counted_close
+        return engine
+
+    monkeypatch.setattr(run_module, "engine_from_config", tracking)
+    return closes
+
+
+# 1. A user error in one sweep job
+
+
+def test_a_user_error_in_one_sweep_job_lets_the_others_run_and_fails_the_sweep(toy_table, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    args = toy_args(toy_table, tmp_path / "unused", f"hydra.sweep.dir={sweep_dir}", "run.progress=false", steps=2)
+    assert run_cli("-m", *args, "seed=0").returncode == 0
+    # Job 0 now finds chains in its directory (no run.resume): its own mistake, not job 1's.
+    result = run_cli("-m", *args, "seed=0,1")
+    assert (sweep_dir / "1" / "summary.json").exists(), "the job after the failed one must still run"
+    assert result.returncode != 0, "a sweep with a failed job must not exit 0"
+    assert "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors and all("sweep job 0" in line and "already holds chains" in line for line in errors), result.stderr
+
+
+def test_a_failed_sweep_job_pickles_for_launchers_in_other_processes():
+    """joblib and submitit send a job's exception back to the sweeper pickled."""
+    from hydra.errors import CompactHydraException
+
+    from presto.cli import SweepJobFailed
+
+    err = pickle.loads(pickle.dumps(SweepJobFailed("error: sweep job 3 failed: x")))
+    assert isinstance(err, CompactHydraException) and str(err) == "error: sweep job 3 failed: x"
+
+
+# 2. Filesystems without flock
+
+
+@pytest.mark.parametrize("code", [errno.ENOLCK, errno.ENOSYS, errno.EOPNOTSUPP, errno.EINVAL])
+def test_a_filesystem_without_flock_runs_unlocked_with_a_warning(tmp_path, monkeypatch, capsys, code):
+    import fcntl
+
+    from presto.runner.outputs import RunWriter
+
+    def no_flock(fd, operation):
+        raise OSError(code, "flock not supported")
+
+    monkeypatch.setattr(fcntl, "flock", no_flock)
+    writer = RunWriter(tmp_path, resume=False)
+    writer.append_chain({"prompt_id": "p", "chain": 0})
+    writer.close()
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert len(warnings) == 1 and "cannot lock" in warnings[0], warnings
+
+
+def test_another_flock_error_still_raises(tmp_path, monkeypatch):
+    import fcntl
+
+    from presto.runner.outputs import RunWriter
+
+    def broken(fd, operation):
+        raise OSError(errno.EIO, "I/O error")
+
+    monkeypatch.setattr(fcntl, "flock", broken)
+    with pytest.raises(OSError, match="I/O error"):
+        RunWriter(tmp_path, resume=False)
+
+
+# 3. logger.name
+
+
+def test_an_unknown_logger_name_is_one_line_before_anything_loads(toy_table, tmp_path):
+    run_dir = tmp_path / "run"
+    result = run_cli(*toy_args(toy_table, run_dir), "logger.name=bogus")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert errors == ["error: logger.name=bogus is not a logger; choose one of: none, wandb"], result.stderr
+    assert not run_dir.exists()
+
+
+def test_a_null_logger_name_is_no_logger(toy_table, tmp_path):
+    from presto.config import ConfigError, validate
+    from presto.runner.logging import NullLogger, build_logger
+
+    validate(toy_run_config(toy_table, "logger.name=null"))
+    assert isinstance(build_logger({"name": None}, {}, tmp_path), NullLogger)
+    with pytest.raises(ConfigError, match=r"logger\.name=bogus"):
+        validate(toy_run_config(toy_table, "logger.name=bogus"))
+
+
+# 4. The engine is closed when the setup after loading it fails
+
+
+def test_a_locked_run_directory_still_closes_the_engine(toy_table, tmp_path, engine_closes):
+    from presto.runner.outputs import RunWriter
+    from presto.runner.run import run
+
+    holder = RunWriter(tmp_path, resume=False)  # another run writing here now
+    try:
+        with pytest.raises(FileExistsError, match="another run is writing"):
+            run(toy_run_config(toy_table), tmp_path)
+    finally:
+        holder.close()
+    assert engine_closes == [True]
+
+
+def test_a_logger_that_cannot_start_closes_the_engine_and_frees_the_directory(
+    toy_table, tmp_path, engine_closes, monkeypatch
+):
+    from presto.runner import run as run_module
+    from presto.runner.outputs import RunWriter
+
+    def no_logger(*args):
+        raise RuntimeError("no tracker")
+
+    monkeypatch.setattr(run_module, "build_logger", no_logger)
+    with pytest.raises(RuntimeError, match="no tracker"):
+        run_module.run(toy_run_config(toy_table), tmp_path)
+    assert engine_closes == [True]
+    RunWriter(tmp_path, resume=True).close()  # the failed run's lock is released
+
+
+# 5. config.yaml is replaced atomically
+
+
+def test_config_yaml_is_written_atomically(toy_table, tmp_path, monkeypatch):
+    from presto.runner import run as run_module
+
+    written = []
+    real = run_module.write_text_atomic
+
+    def spy(path, text):
+        written.append(path.name)
+        real(path, text)
+
+    monkeypatch.setattr(run_module, "write_text_atomic", spy)
+    run_module.run(toy_run_config(toy_table), tmp_path)
+    assert written == ["config.yaml"]
+    from omegaconf import OmegaConf
+
+    assert OmegaConf.load(tmp_path / "config.yaml").engine.table == str(toy_table)
+
+
+# 6. The default tau
+
+
+def test_a_default_tau_that_overflows_is_one_line(toy_table):
+    from presto.config import ConfigError, validate
+
+    with pytest.raises(ConfigError, match=r"sampler\.tau=null takes 1/sampler\.alpha"):
+        validate(toy_run_config(toy_table, "sampler.alpha=1e-320"))
+    assert validate(toy_run_config(toy_table, "sampler.alpha=4")).sampler.tau == 0.25
+
+
+# 7. numpy scalars in records
+
+
+def test_numpy_scalars_become_json():
+    from presto.runner.outputs import dumps
+
+    record = {"ok": np.bool_(True), "n": np.int32(3), "x": np.float32(0.5), "bad": np.float64("nan")}
+    assert json.loads(dumps(record)) == {"ok": True, "n": 3, "x": 0.5, "bad": None}
