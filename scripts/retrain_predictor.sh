@@ -11,13 +11,17 @@
 #
 # Improvement gate: the new checkpoint replaces PATH atomically, and only if its
 # cross-validated log loss beats the class-frequency baseline; otherwise PATH (or its
-# absence) is left as it was and the script exits with status 3.
+# absence) is left as it was and the script exits with status 3. In a training fold that
+# lacks a class (one logged in few prompts), that baseline gives the class its add-one
+# smoothed share, never a 1e-15 floor, so no model passes the gate by that floor alone.
 #   --out PATH      where running jobs load the predictor (required)
 #   --force         install the new checkpoint even when it does not pass the gate
+#                   (never a diverged one, with non-finite weights: the job fails)
 #   --workdir DIR   the job's work directory (default outputs/predictor/retrain-<time>-<pid>)
 # The checkpoint's metrics are installed with it as PATH.metrics.json (so that file always describes PATH);
 # every job's metrics, installed or not, are in its work directory.
-# Exit status: 0 installed, 2 usage error, 3 rejected by the gate, other: the job failed.
+# Exit status: 0 installed, 2 usage error, 3 rejected by the gate, other: the job failed
+# (1: the fit diverged, nothing installed; its metrics are in the work directory).
 set -euo pipefail
 
 usage() {

@@ -20,19 +20,29 @@ register_resolvers(PROJECT_ROOT)
 def main(cfg: DictConfig) -> float | None:
     """Returns the held-out log loss (what a sweeper over models and features minimizes)."""
     from presto.config import ConfigError
-    from presto.predictor.train import format_metrics, improvement_warning, pooling_warning, run_training
+    from presto.predictor import train
 
     try:
-        metrics = run_training(cfg)
+        metrics = train.run_training(cfg)
+    except train.UnservableModelError as err:  # a diverged fit: metrics.json written, nothing installed
+        fail(str(err).splitlines()[0], code=1)
     except (ConfigError, OSError, ValueError) as err:  # OSError: a checkpoint or metrics write failed
         fail(str(err).splitlines()[0])
-    print(format_metrics(metrics))
-    for warning in (pooling_warning(metrics), improvement_warning(metrics)):
+    print(train.format_metrics(metrics))
+    warnings = (
+        train.pooling_warning(metrics),
+        train.absent_class_warning(metrics),
+        train.early_stopping_warning(metrics),
+        train.non_finite_warning(metrics),
+        train.improvement_warning(metrics),
+    )
+    for warning in warnings:
         if warning:
             print(warning, file=sys.stderr)
     if cfg.require_improvement and not metrics["checkpoint"]:
         sys.exit(3)
-    return metrics["cross_validation"]["model"]["log_loss"]
+    log_loss = metrics["cross_validation"]["model"]["log_loss"]
+    return float("inf") if log_loss is None else log_loss  # a sweeper minimizing it needs a number (None: diverged)
 
 
 if __name__ == "__main__":

@@ -81,23 +81,48 @@ OPTION = "traversal.predictor"
 def predictor_from_checkpoint(
     checkpoint: Any, path: str, fingerprint: str | None = None, option: str = OPTION
 ) -> Predictor:
-    """Validate a loaded checkpoint dict and convert it; PredictorError says what is wrong."""
+    """Validate a loaded checkpoint dict and convert it; PredictorError says what is wrong.
+
+    torch.load(weights_only=True) reads any nesting of plain containers, so every field's
+    type is checked here: a file of the wrong structure is a PredictorError like any other
+    bad file (a one-line error at start, a warning that keeps the old predictor in a run).
+    """
     where = f"{option}: {path}"
+    try:
+        return _from_checkpoint(checkpoint, where, path, fingerprint)
+    except PredictorError:
+        raise
+    except Exception as err:  # a structure no check above foresaw: still the file's fault, not the run's
+        raise PredictorError(f"{where} has a malformed structure ({type(err).__name__}: {err})") from None
+
+
+def _from_checkpoint(checkpoint: Any, where: str, path: str, fingerprint: str | None) -> Predictor:
     if not isinstance(checkpoint, dict) or "hyper_parameters" not in checkpoint or "state_dict" not in checkpoint:
         raise PredictorError(f"{where} is not a Lightning checkpoint (no hyper_parameters/state_dict)")
     hp = checkpoint["hyper_parameters"]
+    if not isinstance(hp, dict):
+        raise PredictorError(f"{where} has hyper_parameters of type {type(hp).__name__}, expected a dict")
     if hp.get("checkpoint_format") != CHECKPOINT_FORMAT:
         raise PredictorError(
             f"{where} is not an epsilon-certainty predictor of this version "
             f"(checkpoint_format={hp.get('checkpoint_format')!r}, expected {CHECKPOINT_FORMAT!r})"
         )
-    if tuple(hp.get("classes", ())) != CLASSES:
-        raise PredictorError(f"{where} predicts classes {hp.get('classes')}, expected {list(CLASSES)}")
-    names = tuple(str(n) for n in hp.get("feature_names", ()))
+    classes = hp.get("classes", ())
+    if not isinstance(classes, list | tuple) or tuple(classes) != CLASSES:
+        raise PredictorError(f"{where} predicts classes {classes!r}, expected {list(CLASSES)}")
+    listed = hp.get("feature_names", ())
+    if not isinstance(listed, list | tuple) or not all(isinstance(n, str) for n in listed):
+        raise PredictorError(f"{where} has feature_names {listed!r}, expected a list of feature names")
+    names = tuple(listed)
     unknown = sorted(set(names) - node_feature_names())
     if not names or unknown:
         raise PredictorError(f"{where} needs features the prefetcher does not compute: {unknown or 'none given'}")
+    epsilon = hp.get("epsilon", 0.01)
+    if isinstance(epsilon, bool) or not isinstance(epsilon, int | float) or not 0.0 < epsilon < 0.5:
+        raise PredictorError(f"{where} has epsilon={epsilon!r}, expected a number in (0, 1/2)")
     state = checkpoint["state_dict"]
+    if not isinstance(state, dict):
+        raise PredictorError(f"{where} has a state_dict of type {type(state).__name__}, expected a dict")
     try:
         mean = np.asarray(state["feature_mean"], dtype=np.float64)
         std = np.asarray(state["feature_std"], dtype=np.float64)
@@ -128,7 +153,7 @@ def predictor_from_checkpoint(
         for array in arrays:
             digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
         fingerprint = digest.hexdigest()[:12]
-    return Predictor(names, mean, std, layers, float(hp.get("epsilon", 0.01)), fingerprint, path)
+    return Predictor(names, mean, std, layers, float(epsilon), fingerprint, path)
 
 
 def _read(path: Path, option: str = OPTION) -> tuple[Predictor, tuple[int, int, int]]:

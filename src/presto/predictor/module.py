@@ -5,7 +5,9 @@ trained on the log loss plus the paper's L2 penalty lambda / (2 n) * sum of squa
 weights (biases excluded), with n the number of training examples: lambda = 1 for the
 logistic regression (scikit-learn's C = 1 / lambda) and 1e-3 for the MLPs (scikit-learn's
 ``alpha``). The logistic regression is convex and small, so it is fitted full-batch with
-L-BFGS to its optimum; MLPs use Adam with early stopping on a validation split.
+L-BFGS to its optimum; MLPs use Adam with early stopping on a validation split of whole
+prompts (nodes of one prompt are alike, so validating on nodes of training prompts would
+stop too late).
 
 The module takes plain hyperparameters and calls ``save_hyperparameters()``; the feature
 standardization lives in buffers. ``EpsilonClassifier.load_from_checkpoint(path)`` works
@@ -135,8 +137,13 @@ def fit_classifier(
     seed: int = 0,
     epsilon: float = 0.01,
     weights: np.ndarray | None = None,
+    groups: np.ndarray | None = None,
 ) -> EpsilonClassifier:
-    """Train one classifier on (features, labels[, weights]); the standardization comes from these features."""
+    """Train one classifier on (features, labels[, weights]); the standardization comes from these features.
+
+    ``groups`` (the prompt of each example) makes the early-stopping split hold out whole
+    prompts; see :func:`validation_split`. The split made is ``module.validation``.
+    """
     _quiet_lightning()
     L.seed_everything(seed, workers=True, verbose=False)
     features = np.asarray(features, dtype=np.float32)
@@ -145,11 +152,8 @@ def fit_classifier(
     mean = features.mean(axis=0)
     std = features.std(axis=0)
     std = np.where(std > 1e-8, std, 1.0)
-    order = np.random.default_rng(seed).permutation(len(labels))
-    n_val = round(settings.val_fraction * len(labels)) if settings.val_fraction > 0 else 0
-    if n_val and len(labels) - n_val < 2:
-        n_val = 0
-    val_idx, train_idx = order[:n_val], order[n_val:]
+    val_idx, train_idx, validation = validation_split(len(labels), settings.val_fraction, seed, groups)
+    n_val = len(val_idx)
     module = EpsilonClassifier(
         feature_names=list(feature_names),
         hidden=[int(h) for h in settings.hidden],
@@ -195,7 +199,40 @@ def fit_classifier(
         val_dataloaders=loader(val_idx, shuffle=False) if n_val else None,
     )
     module.eval()
+    module.validation = validation  # not a hyperparameter: how this fit was made, not what it serves
     return module
+
+
+def validation_split(
+    n: int, fraction: float, seed: int, groups: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, dict]:
+    """(validation, training) indices for early stopping, and what was held out.
+
+    With ``groups``, ``fraction`` of the prompts (rounded, at least one) are held out whole,
+    chosen by ``seed``. Too few prompts for that (or no groups given): when a single prompt
+    would be more than twice ``fraction`` of them (fewer than 5 prompts at 10 %), holding
+    one out would take that much data from the fit, so the split falls back to a random
+    ``fraction`` of the nodes, and the returned description says ``"split": "nodes"``
+    (metrics.json then shows that early stopping validated on nodes of its training prompts).
+    """
+    rng = np.random.default_rng(seed)
+    none = np.arange(0), np.arange(n), {"split": None, "prompts": 0, "nodes": 0}
+    if fraction <= 0:
+        return none
+    if groups is not None:
+        groups = np.asarray(groups)
+        prompts = np.unique(groups)
+        if len(prompts) >= 2 and 2.0 * fraction * len(prompts) >= 1.0 - 1e-9:
+            held = rng.permutation(prompts)[: min(len(prompts) - 1, max(1, round(fraction * len(prompts))))]
+            is_val = np.isin(groups, held)
+            val_idx, train_idx = np.flatnonzero(is_val), np.flatnonzero(~is_val)
+            if len(train_idx) >= 2:
+                return val_idx, train_idx, {"split": "prompts", "prompts": len(held), "nodes": len(val_idx)}
+    order = rng.permutation(n)
+    n_val = round(fraction * n)
+    if n_val == 0 or n - n_val < 2:
+        return none
+    return order[:n_val], order[n_val:], {"split": "nodes", "prompts": 0, "nodes": n_val}
 
 
 def checkpoint_payload(module: EpsilonClassifier) -> dict:

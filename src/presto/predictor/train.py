@@ -1,12 +1,16 @@
 """Train and evaluate the epsilon-certainty predictor (what src/train_predictor.py runs).
 
 Evaluation follows the paper's Appendix E.7: K-fold cross-validation with whole prompts
-held out, out-of-fold predictions pooled over all nodes, held-out accuracy and log loss
+held out (stratified: prompts dealt so the folds' class shares stay close to the overall
+ones), out-of-fold predictions pooled over all nodes, held-out accuracy and log loss
 of the model against two constant baselines fitted on each training fold (the majority
 class for accuracy, the class frequencies for log loss) and against scikit-learn's
 ``LogisticRegression`` on the same standardized features as a reference. The reference is
-fixed (the paper's logistic regression, L2 lambda = 1), whatever model is compared, so its
-row means the same thing in every metrics.json. The model is then refitted on all
+fixed (the paper's logistic regression, L2 lambda = 1, fitted to convergence), whatever
+model is compared, so its row means the same thing in every metrics.json. A class absent
+from a training fold gets add-one (Laplace) smoothed frequencies in the frequency baseline
+and the reference, never a 1e-15 floor that no softmax would pay
+(``absent_classes``/``unseen_class_nodes`` count the held-out nodes concerned). The model is then refitted on all
 examples and saved; ``metrics.json`` holds every number, says which of them are weighted
 (``weighting_of``: class_counts count nodes; class_shares and every cross-validation row,
 the majority baseline included, follow ``weighting``), what was pooled (``composition``
@@ -35,6 +39,12 @@ REFERENCE_L2 = 1.0
 """L2 lambda of the scikit-learn reference: the paper's logistic regression, whatever model is trained."""
 REFERENCE_C = 1.0 / REFERENCE_L2
 """scikit-learn's C of that penalty: both objectives are sum of (weighted) log losses + lambda/2 |w|^2."""
+REFERENCE_TOL = 1e-8
+"""scikit-learn's stopping tolerance for the reference: converged, so it is the optimum of its objective."""
+
+
+class UnservableModelError(RuntimeError):
+    """The trained model could not be fingerprinted as hot-loading would (non-finite weights): not installed."""
 
 
 @dataclass(frozen=True)
@@ -74,15 +84,32 @@ def accuracy(labels: np.ndarray, probabilities: np.ndarray, weights: np.ndarray 
     return float(np.average(np.argmax(probabilities, axis=1) == labels, weights=weights))
 
 
-def prompt_folds(groups: np.ndarray, folds: int, seed: int) -> list[tuple[np.ndarray, np.ndarray]]:
-    """(train, test) index pairs; each prompt lies in exactly one test fold."""
-    from sklearn.model_selection import GroupKFold
+def prompt_folds(
+    groups: np.ndarray, folds: int, seed: int, labels: np.ndarray | None = None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """(train, test) index pairs; each prompt lies in exactly one test fold.
+
+    With ``labels`` the prompts are dealt so that every fold's class shares come as close
+    to the overall ones as whole prompts allow (scikit-learn's StratifiedGroupKFold): a
+    class logged in few prompts is then less often missing from a training fold. The
+    assignment is a function of (groups, labels, folds, seed).
+    """
+    import warnings
+
+    from sklearn.model_selection import GroupKFold, StratifiedGroupKFold
 
     n_groups = len(np.unique(groups))
     if n_groups < 2:
         raise ValueError(f"cross-validation holds out whole prompts and needs >= 2 prompts, got {n_groups}")
-    splitter = GroupKFold(n_splits=min(folds, n_groups), shuffle=True, random_state=seed)
-    return list(splitter.split(np.zeros(len(groups)), groups=groups))
+    n_splits = min(folds, n_groups)
+    if labels is None:
+        splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+        return list(splitter.split(np.zeros(len(groups)), groups=groups))
+    splitter = StratifiedGroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
+    with warnings.catch_warnings():  # "the least populated class has only k members": what stratifying is for
+        warnings.simplefilter("ignore", UserWarning)
+        splits = list(splitter.split(np.zeros(len(groups)), labels, groups=groups))
+    return [(train, test) for train, test in splits if len(test)]  # greedy dealing may leave a fold empty
 
 
 def check_classes(examples: Examples, epsilon: float) -> None:
@@ -102,25 +129,56 @@ def class_frequencies(labels: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return counts / counts.sum()
 
 
-def _sklearn_logistic(train_x, train_y, test_x, train_w: np.ndarray) -> tuple[np.ndarray, bool]:
+def fold_frequencies(labels: np.ndarray, weights: np.ndarray, classes: np.ndarray | None = None) -> np.ndarray:
+    """The class frequencies a baseline fitted on a training fold predicts.
+
+    When a class of the data (``classes``: the class indices the whole data set holds; all
+    three if None) is absent from the fold (whole prompts are held out, so a class logged
+    in one prompt is absent whenever that prompt is), a plain frequency of 0 would be
+    floored at 1e-15 and cost 34.5 nats per held-out node of that class, far more than any
+    trained softmax pays (it never reaches 0): the baselines would lose for no reason of
+    the model's. Such a fold gets add-one (Laplace) smoothed frequencies over the data's
+    classes, (count + 1) / (n + |classes|) with the weights scaled to n nodes: an estimate
+    of the absent class's share, not a floor. Folds holding every class of the data keep
+    their plain frequencies (a class no node has is never scored, so it gets nothing).
+    """
+    counts = np.bincount(labels, weights=weights, minlength=len(CLASSES)).astype(np.float64)
+    counts *= len(labels) / counts.sum()  # weights as node counts: n in all
+    smoothed = np.zeros(len(CLASSES), dtype=bool)
+    smoothed[np.arange(len(CLASSES)) if classes is None else np.asarray(classes)] = True
+    if np.all(counts[smoothed] > 0):
+        return counts / counts.sum()
+    counts[smoothed] += 1.0
+    return counts / counts.sum()
+
+
+def _sklearn_logistic(
+    train_x, train_y, test_x, train_w: np.ndarray, classes: np.ndarray | None = None
+) -> tuple[np.ndarray, bool]:
     """The reference's test probabilities, and whether they are constant.
 
     A training fold with a single class (whole prompts are held out, so a class can live in
     one prompt only) has no decision boundary; scikit-learn refuses to fit it. The reference
     then predicts the fold's class frequencies, what any fit to that fold would converge to.
+    A class absent from the fold gets its add-one smoothed share (:func:`fold_frequencies`),
+    and the fitted classes share the rest, instead of a 1e-15 floor.
+    Fitted to tol 1e-8: the default 1e-4 stops L-BFGS short of the optimum the model reaches.
     """
+    frequencies = fold_frequencies(train_y, train_w, classes)
     if len(np.unique(train_y)) < 2:
-        return np.tile(np.clip(class_frequencies(train_y, train_w), 1e-15, None), (len(test_x), 1)), True
+        return np.tile(frequencies, (len(test_x), 1)), True
     from sklearn.linear_model import LogisticRegression
     from sklearn.pipeline import make_pipeline
     from sklearn.preprocessing import StandardScaler
 
-    model = make_pipeline(StandardScaler(), LogisticRegression(C=REFERENCE_C, max_iter=2000))
+    model = make_pipeline(StandardScaler(), LogisticRegression(C=REFERENCE_C, tol=REFERENCE_TOL, max_iter=100_000))
     weights = train_w / max(train_w.mean(), 1e-300)
     model.fit(train_x, train_y, logisticregression__sample_weight=weights)
-    out = np.full((len(test_x), len(CLASSES)), 1e-15)
-    out[:, model.classes_] = model.predict_proba(test_x)
-    return out / out.sum(axis=1, keepdims=True), False
+    absent = np.setdiff1d(np.arange(len(CLASSES)), model.classes_)
+    out = np.zeros((len(test_x), len(CLASSES)))
+    out[:, absent] = frequencies[absent]
+    out[:, model.classes_] = model.predict_proba(test_x) * (1.0 - frequencies[absent].sum())
+    return out, False
 
 
 def cross_validate(examples: Examples, settings, folds: int, seed: int, epsilon: float) -> dict[str, Any]:
@@ -129,17 +187,29 @@ def cross_validate(examples: Examples, settings, folds: int, seed: int, epsilon:
 
     x, y, w = examples.features, examples.labels, examples.sample_weights
     k = len(CLASSES)
+    groups = examples.groups
     predictions = {name: np.zeros((len(y), k)) for name in ("model", "sklearn_logistic", "majority", "frequencies")}
-    split_list = prompt_folds(examples.groups, folds, seed)
+    split_list = prompt_folds(groups, folds, seed, labels=y)
+    labelled = np.unique(y)  # the classes the data holds: those a training fold can lack
     constant_folds: list[int] = []
+    absent: list[dict[str, Any]] = []
+    validation: list[str | None] = []
     for fold, (train, test) in enumerate(split_list):
-        module = fit_classifier(x[train], y[train], examples.feature_names, settings, seed + fold, epsilon, w[train])
+        module = fit_classifier(
+            x[train], y[train], examples.feature_names, settings, seed + fold, epsilon, w[train], groups=groups[train]
+        )
         predictions["model"][test] = module.predict_proba(x[test])
-        predictions["sklearn_logistic"][test], constant = _sklearn_logistic(x[train], y[train], x[test], w[train])
+        validation.append(module.validation["split"])
+        reference = _sklearn_logistic(x[train], y[train], x[test], w[train], labelled)
+        predictions["sklearn_logistic"][test], constant = reference
         if constant:
             constant_folds.append(fold)
-        frequencies = class_frequencies(y[train], w[train])
-        predictions["frequencies"][test] = np.clip(frequencies, 1e-15, None)
+        missing = [int(c) for c in labelled if not np.any(y[train] == c)]
+        if missing:  # the held-out nodes of these classes were never seen in training
+            unseen = int(np.isin(y[test], missing).sum())
+            absent.append({"fold": fold, "classes": [CLASSES[c] for c in missing], "held_out_nodes": unseen})
+        frequencies = fold_frequencies(y[train], w[train], labelled)
+        predictions["frequencies"][test] = frequencies
         majority = np.full(k, 1e-15)
         majority[int(np.argmax(frequencies))] = 1.0
         predictions["majority"][test] = majority
@@ -153,6 +223,12 @@ def cross_validate(examples: Examples, settings, folds: int, seed: int, epsilon:
     # Which reference this was: a fixed C, and the folds it could only predict frequencies in.
     results["sklearn_logistic"].update(C=REFERENCE_C, constant_folds=constant_folds)
     results["folds"] = len(split_list)
+    # Per fold, what early stopping held out: "prompts", "nodes" (too few prompts) or None (no early stopping).
+    results["early_stopping"] = validation
+    # Held-out nodes whose class was absent from their training fold: no model can have learnt
+    # them, and the baselines gave those folds smoothed frequencies (fold_frequencies).
+    results["absent_classes"] = absent
+    results["unseen_class_nodes"] = sum(part["held_out_nodes"] for part in absent)
     return results
 
 
@@ -174,7 +250,10 @@ def train_predictor(
     predictor with a useless one). An explicit ``checkpoint`` gets its metrics beside it
     (``PATH.metrics.json``), installed with it and only with it. metrics.json in
     ``out_dir`` is written in every case, also when writing the checkpoint fails (then
-    with ``checkpoint_error``, and the OSError is raised after it).
+    with ``checkpoint_error``, and the OSError is raised after it) and when the fit
+    diverged: non-finite numbers are written as null and listed in ``non_finite``, and a
+    model hot-loading would refuse (non-finite weights, so no fingerprint) is never
+    installed, whatever ``require_improvement`` says (UnservableModelError after metrics.json).
     """
     check_classes(examples, epsilon)  # before Lightning is even imported: seconds, for a one-line error
     from presto.predictor.hotload import PredictorError
@@ -187,16 +266,25 @@ def train_predictor(
     # "Better" needs a margin: an intercept-only fit IS the class frequencies, up to rounding.
     beats = cv["model"]["log_loss"] < cv["frequencies"]["log_loss"] - IMPROVEMENT_MARGIN
     module = fit_classifier(
-        examples.features, examples.labels, examples.feature_names, settings, seed, epsilon, examples.sample_weights
+        examples.features,
+        examples.labels,
+        examples.feature_names,
+        settings,
+        seed,
+        epsilon,
+        examples.sample_weights,
+        groups=examples.groups,
     )
     target = checkpoint or out_dir / "predictor.ckpt"
     write_checkpoint = beats or not require_improvement
     served: str | None = None
+    unservable: str | None = None
     if write_checkpoint:
         try:  # what a traversal serving the checkpoint logs as its plan's "predictor"
             served = fingerprint(module, target)
-        except PredictorError:  # not servable (non-finite weights): metrics say so, hot-loading refuses it
-            served = None
+        except PredictorError as err:  # non-finite weights: hot-loading would refuse it, so it is not installed
+            unservable = str(err).splitlines()[0]
+            write_checkpoint = False
     composition = [dict(part) for part in examples.composition]
     metrics: dict[str, Any] = {
         "examples": len(examples),
@@ -215,6 +303,7 @@ def train_predictor(
         "epsilon": epsilon,
         "features": list(examples.feature_names),
         "model": {k: (list(v) if isinstance(v, tuple) else v) for k, v in asdict(settings).items()},
+        "early_stopping": module.validation,  # of the saved model: what its early stopping held out
         "cross_validation": cv,
         "beats_class_frequencies": bool(beats),
         "checkpoint": str(target) if write_checkpoint else None,
@@ -222,7 +311,14 @@ def train_predictor(
         "sources": list(examples.sources),
         "seconds": time.perf_counter() - start,
     }
-    failure: OSError | None = None
+    metrics = finite_metrics(metrics)  # what is returned is what metrics.json holds
+    failure: Exception | None = None
+    if unservable is not None:
+        metrics["checkpoint_error"] = f"not servable: {unservable}"
+        failure = UnservableModelError(
+            f"the trained model cannot be served ({unservable}); no checkpoint was written, "
+            f"metrics are in {out_dir / 'metrics.json'}"
+        )
     if write_checkpoint:
         try:
             install_checkpoint(module, target, _dumps(metrics) if checkpoint is not None else None)
@@ -237,8 +333,70 @@ def train_predictor(
     return metrics
 
 
+def finite_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
+    """``metrics`` with every non-finite number replaced by None, their paths listed in ``non_finite``.
+
+    A diverged fit (NaN weights, a NaN log loss) must still leave its metrics.json, and
+    strict JSON has no NaN or Infinity: null says "no number", ``non_finite`` says which.
+    """
+    found: list[str] = []
+    plain = _finite(metrics, "", found)
+    if found:
+        plain["non_finite"] = sorted(set(plain.get("non_finite") or []) | set(found))
+    return plain
+
+
 def _dumps(metrics: dict[str, Any]) -> str:
-    return json.dumps(metrics, indent=2, allow_nan=False) + "\n"
+    return json.dumps(finite_metrics(metrics), indent=2, allow_nan=False) + "\n"
+
+
+def _finite(value: Any, where: str, found: list[str]) -> Any:
+    """``value`` with non-finite floats replaced by None; their dotted paths are appended to ``found``."""
+    if isinstance(value, dict):
+        return {k: _finite(v, f"{where}.{k}" if where else str(k), found) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_finite(v, f"{where}[{i}]", found) for i, v in enumerate(value)]
+    if isinstance(value, float | np.floating) and not math.isfinite(value):
+        found.append(where)
+        return None
+    return value
+
+
+def non_finite_warning(metrics: dict[str, Any]) -> str | None:
+    """A warning line when a metric was not a finite number (a diverged fit): metrics.json holds null there."""
+    found = metrics.get("non_finite") or []
+    if not found:
+        return None
+    listed = ", ".join(found[:4]) + (", ..." if len(found) > 4 else "")
+    return (
+        f"warning: {_plural(len(found), 'metric')} not finite ({listed}), written as null in metrics.json: "
+        "the fit diverged (a smaller learning_rate?)"
+    )
+
+
+def absent_class_warning(metrics: dict[str, Any]) -> str | None:
+    """A warning line when held-out nodes belonged to a class their training fold lacked."""
+    cv = metrics["cross_validation"]
+    unseen = cv.get("unseen_class_nodes", 0)
+    if not unseen:
+        return None
+    classes = sorted({c for part in cv["absent_classes"] for c in part["classes"]})
+    return (
+        f"warning: {_plural(unseen, 'held-out node')} of class(es) {', '.join(classes)} had none of their class "
+        f"in their training fold (fold(s) {[part['fold'] for part in cv['absent_classes']]}): the class lives in "
+        "too few prompts to be cross-validated; the baselines used add-one smoothed frequencies there"
+    )
+
+
+def early_stopping_warning(metrics: dict[str, Any]) -> str | None:
+    """A warning line when early stopping could not hold out whole prompts (too few of them)."""
+    splits = [metrics.get("early_stopping", {}).get("split"), *metrics["cross_validation"].get("early_stopping", [])]
+    if "nodes" not in splits:
+        return None
+    return (
+        "warning: too few prompts to hold out whole ones for early stopping in some fits: they validated on "
+        "a share of their training prompts' nodes, which stops later (log more prompts)"
+    )
 
 
 def improvement_warning(metrics: dict[str, Any]) -> str | None:
@@ -248,7 +406,7 @@ def improvement_warning(metrics: dict[str, Any]) -> str | None:
     cv = metrics["cross_validation"]
     return (
         f"warning: the saved model is no better than the class frequencies (held-out log loss "
-        f"{cv['model']['log_loss']:.4f} vs {cv['frequencies']['log_loss']:.4f}); "
+        f"{_number(cv['model']['log_loss'])} vs {_number(cv['frequencies']['log_loss'])}); "
         "require_improvement=true keeps such a model out"
     )
 
@@ -263,6 +421,12 @@ def pooling_warning(metrics: dict[str, Any]) -> str | None:
         "so one predictor is fitted to their mixture; the paper trains one per setting "
         "(give the runs of one sampler to train for it)"
     )
+
+
+def _number(value: float | None, width: int = 0) -> str:
+    """A metric for the terminal: 4 decimals, or '-' where there is none (null: not finite)."""
+    text = "-" if value is None or not math.isfinite(value) else f"{value:.4f}"
+    return f"{text:>{width}}"
 
 
 def _plural(n: int, word: str) -> str:
@@ -294,9 +458,8 @@ def format_metrics(metrics: dict[str, Any]) -> str:
     ]
     for name in ("model", "sklearn_logistic", "frequencies", "majority"):
         row = cv[name]
-        loss = "-" if row["log_loss"] is None or not math.isfinite(row["log_loss"]) else f"{row['log_loss']:.4f}"
         label = metrics["model"]["name"] if name == "model" else name
-        lines.append(f"{label:<22}{row['accuracy']:>10.4f}{loss:>10}")
+        lines.append(f"{label:<22}{_number(row['accuracy'], 10)}{_number(row['log_loss'], 10)}")
     reference = cv["sklearn_logistic"]
     note = f"sklearn_logistic: the fixed reference, LogisticRegression(C={reference['C']:g})"
     if reference["constant_folds"]:
