@@ -4,10 +4,14 @@
     python scripts/benchmark.py --n-pf 20 engine=vllm    # any Hydra override of conf/ applies
 
 One process loads the engine once and, prompt by prompt, runs the sequential chain and then
-every PreSTO setting, so machine noise hits all settings alike. It prints, per setting, the
-speedup in summed model-call time over the sequential chain, its decomposition (reduction
-in calls x time-per-call ratio), transitions per call, and the fraction of chains identical
-to the sequential ones (1.0 on a deterministic engine). Figures go to a JSON file too.
+every PreSTO setting, so machine noise hits all settings alike; the engine's prefix cache
+(vLLM) is emptied before each, so no setting is served what the one before it computed.
+It prints, per setting, the speedup in summed model-call time over the sequential chain,
+its decomposition into totals (ratio of all calls, ratio of all call time over all calls:
+the speedup is exactly the first divided by the second; scripts/report.py decomposes by
+prompt instead, as the paper's eq. 20 does, which differs when prompts differ in length),
+transitions per call, and the fraction of chains identical to the sequential ones (1.0 on
+a deterministic engine). Figures go to a JSON file too.
 
 A second table puts each PreSTO setting's walk beside the oracle: the transitions one
 prefetch round realized on average, and the expected transitions per round of the
@@ -202,6 +206,9 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
                             else traversals[(traversal, n_pf)]
                         )
                         stepper = PrefetchStepper(rule, n_pf, rounds[(traversal, n_pf)].append, REPLAY_LOGGED_NODES)
+                    # Every setting starts cold: all share the chain's random inputs, so without
+                    # this the prompt and states one setting computed would be cached for the next.
+                    engine.reset_prefix_cache()
                     record = sample_chain(engine, kernel, stepper, task, problem, chain, settings.seed, schedule)
                     records[(traversal, n_pf)].append(record)
                     print(

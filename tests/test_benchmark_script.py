@@ -87,3 +87,29 @@ def test_benchmark_compares_every_setting_with_identical_chains(toy_table, tmp_p
 def test_benchmark_refuses_a_mistyped_option(toy_table, tmp_path):
     done = run_script("--npf", "5", *toy_overrides(toy_table), cwd=tmp_path)
     assert done.returncode == 2 and "--npf" in done.stderr
+
+
+def test_every_setting_starts_with_an_empty_prefix_cache(toy_table, tmp_path, monkeypatch):
+    """Each chain of each setting is preceded by a cache reset, so none is served another's prefixes."""
+    import importlib.util
+
+    from presto.engines.toy import ToyEngine
+
+    spec = importlib.util.spec_from_file_location("benchmark_script", SCRIPT)
+    benchmark = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(benchmark)
+    events = []
+    monkeypatch.setattr(ToyEngine, "reset_prefix_cache", lambda self: events.append("reset") or True)
+    generate = ToyEngine._generate
+
+    def counted_generate(engine, requests):
+        events.append("call")
+        return generate(engine, requests)
+
+    monkeypatch.setattr(ToyEngine, "_generate", counted_generate)
+    argv = ["--traversals", "bfs", "--n-pf", "2", "5", *toy_overrides(toy_table), "--out", str(tmp_path / "f.json")]
+    assert benchmark.main(argv) == 0
+    chains = 2 * 2 * 3  # prompts x chains x (sequential, bfs at 2, bfs at 5)
+    assert events.count("reset") == chains
+    # A reset opens every chain: the first event, and never two resets without calls between them.
+    assert events[0] == "reset" and "reset,reset" not in ",".join(events)

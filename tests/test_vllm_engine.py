@@ -231,6 +231,20 @@ def test_presto_chains_equal_sequential_chains_and_hit_the_prefix_cache(engine, 
     assert metrics["prefix_cached_tokens_per_call"] > 0
 
 
+def test_reset_prefix_cache_makes_the_next_call_start_cold(engine, prompt):
+    request = SuffixRequest(tuple(prompt), 4, 1.0, 11)
+
+    def cached_tokens_of_one_call() -> float:
+        before = engine.metrics()["prefix_cached_tokens"]
+        engine.generate([request])
+        return engine.metrics()["prefix_cached_tokens"] - before
+
+    cached_tokens_of_one_call()
+    assert cached_tokens_of_one_call() > 0  # the prompt's blocks are cached after a call
+    assert engine.reset_prefix_cache()
+    assert cached_tokens_of_one_call() == 0
+
+
 def test_too_long_request_is_one_clear_line(engine, prompt):
     with pytest.raises(ConfigError, match=rf"engine\.max_model_len={SMALL_ENGINE['max_model_len']}"):
         engine.generate([SuffixRequest(tuple(prompt) * 30, 64, 1.0, 0)])

@@ -227,5 +227,10 @@ class Engine(ABC):
         """Engine-specific counters for summary.json (cache hit rate, KV usage, ...)."""
         return {}
 
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix, so that the next call starts cold; False when this
+        engine keeps nothing between calls (or could not reset)."""
+        return False
+
     def close(self) -> None:  # noqa: B027 - engines without resources need no cleanup
         """Release model memory; safe to call twice."""

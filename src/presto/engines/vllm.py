@@ -556,6 +556,11 @@ class VLLMEngine(ChatText, Engine):
             out["prefix_cache_hit_rate"] = hits / queries
         return out
 
+    def reset_prefix_cache(self) -> bool:
+        """Drop vLLM's cached prefix blocks (between benchmark settings: a setting must not be
+        served the prompt and states that the setting before it computed)."""
+        return bool(self._llm.reset_prefix_cache())
+
     def close(self) -> None:
         """Shut the in-process engine core down and drop the model; safe to call twice."""
         if getattr(self, "_llm", None) is None:
