@@ -8,7 +8,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from presto.engines.base import SuffixRequest  # noqa: E402
-from presto.engines.hf import HFEngine, group_prefix_chains  # noqa: E402
+from presto.engines.hf import HFEngine, decode_groups, group_prefix_chains, prefix_sharing_limit  # noqa: E402
 from presto.models import make_tiny_model  # noqa: E402
 from presto.prefetch.presto import PrefetchStepper  # noqa: E402
 from presto.prefetch.traversal import BreadthFirst  # noqa: E402
@@ -32,6 +32,58 @@ def test_group_prefix_chains_groups_prefixes_of_one_sequence():
     requests = [SuffixRequest((1, 2, 3), 2, 1.0, 0), SuffixRequest((1, 2), 2, 1.0, 0), SuffixRequest((1, 5), 2, 1.0, 0)]
     groups = group_prefix_chains(requests)
     assert sorted(map(sorted, groups)) == [[0, 1], [2]]
+
+
+def test_attention_that_counts_slots_limits_how_far_prefixes_share_a_cache():
+    from transformers import Gemma2Config, LlamaConfig, MistralConfig, Phi3Config, Qwen2Config
+
+    assert prefix_sharing_limit(LlamaConfig()) is None
+    assert prefix_sharing_limit(Qwen2Config(use_sliding_window=False)) is None
+    assert prefix_sharing_limit(MistralConfig(sliding_window=None)) is None
+    assert prefix_sharing_limit(MistralConfig(sliding_window=8)) == 8
+    assert prefix_sharing_limit(Gemma2Config(sliding_window=64)) == 64
+    longrope = {"rope_type": "longrope", "short_factor": [1.0] * 4, "long_factor": [2.0] * 4}
+    phi = Phi3Config(
+        hidden_size=32, num_attention_heads=4, rope_parameters=longrope, original_max_position_embeddings=16
+    )
+    assert prefix_sharing_limit(phi) == 16
+    requests = [
+        SuffixRequest((1, 2, 3, 4), 2, 1.0, 0),
+        SuffixRequest((1, 2), 2, 1.0, 1),
+        SuffixRequest((1, 2), 3, 1.0, 2),
+    ]
+    assert decode_groups(requests, None) == decode_groups(requests, 7) == [[0, 1, 2]]
+    assert decode_groups(requests, 6) == [[0], [1, 2]]  # 4 + 3 tokens do not fit: one prefix per group
+
+
+def test_a_sliding_window_model_decodes_a_short_prefix_as_it_would_alone(engine, tmp_path):
+    """With a window of 8 slots, a row masked inside a 40-token group would lose its own keys."""
+    import torch
+    from transformers import MistralConfig, MistralForCausalLM
+
+    torch.manual_seed(0)
+    config = MistralConfig(
+        vocab_size=len(engine.tokenizer),
+        hidden_size=32,
+        intermediate_size=64,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        sliding_window=8,
+        max_position_embeddings=128,
+    )
+    model = MistralForCausalLM(config).to(torch.float64)
+    for parameter in model.parameters():
+        torch.nn.init.normal_(parameter, std=0.3)
+    model.save_pretrained(tmp_path / "mistral")
+    engine.tokenizer.save_pretrained(tmp_path / "mistral")
+    windowed = HFEngine(tmp_path / "mistral", dtype="float64")
+    sequence = tuple(range(100, 140))
+    short = SuffixRequest(sequence[:10], 12, 1.0, 5)
+    (alone,) = windowed.generate([short])
+    _, grouped = windowed.generate([SuffixRequest(sequence, 4, 1.0, 1), short])
+    np.testing.assert_array_equal(grouped.tokens, alone.tokens)
+    np.testing.assert_allclose(grouped.logp0, alone.logp0, rtol=0, atol=1e-12)
 
 
 def test_batched_call_equals_single_calls_and_direct_forward(engine, prompt):
@@ -175,3 +227,19 @@ def test_on_a_gpu_presto_chains_equal_sequential_chains_and_the_cpu_statistics(e
     presto, presto_trace = run_chain(kernel, gpu, PrefetchStepper(BreadthFirst(), 6), list(prompt), key, schedule)
     np.testing.assert_array_equal(presto.tokens, sequential.tokens)
     assert presto_trace.accepts == seq_trace.accepts
+
+
+def test_rescoring_a_generated_suffix_gives_its_statistics(engine, prompt):
+    (result,) = engine.generate([SuffixRequest(tuple(prompt), 6, 0.5, 3)])
+    logp0, entropy = engine.score(prompt, result.tokens)
+    np.testing.assert_allclose(logp0, result.logp0, rtol=0, atol=1e-10)
+    np.testing.assert_allclose(entropy, result.entropy, rtol=0, atol=1e-10)
+
+
+def test_a_masked_token_adds_nothing_to_the_entropy():
+    import torch
+
+    from presto.engines.hf import _entropy
+
+    logp = torch.log_softmax(torch.tensor([[0.0, 0.0, float("-inf")]], dtype=torch.float64), dim=-1)
+    np.testing.assert_allclose(_entropy(logp).numpy(), [np.log(2.0)], rtol=1e-15)

@@ -56,6 +56,56 @@ def group_prefix_chains(requests: Sequence[SuffixRequest]) -> list[list[int]]:
     return groups
 
 
+def prefix_sharing_limit(config) -> int | None:
+    """How long a group's decode (longest prefix + new tokens) may be and still share one cache.
+
+    A row with prefix S[:m] decodes on the cache of the group's longest prefix S with slots
+    >= m masked: exact for full attention with RoPE, since positions come from position ids.
+    Not for attention that counts slots or looks at the batch's positions as a whole:
+    a sliding window (Mistral, Gemma-2/3) or an attention chunk spends its span on the masked
+    slots (and the cache evicts past it), and long-context RoPE (longrope, dynamic NTK)
+    switches its frequencies on the largest position in the batch. Up to the returned length
+    none of that applies (the window holds everything, the short factors hold); None: no limit.
+    """
+    text = config.get_text_config() if hasattr(config, "get_text_config") else config
+    limits = []
+    window = getattr(text, "sliding_window", None)
+    layer_types = set(getattr(text, "layer_types", None) or ())
+    if window and getattr(text, "use_sliding_window", True) is not False:
+        limits.append(int(window))
+    elif layer_types - {"full_attention"}:  # other local attention than a plain window: be safe
+        limits.append(0)
+    if getattr(text, "attention_chunk_size", None):
+        limits.append(0)  # chunks are cut at fixed positions; no group holds its shape
+    rope = getattr(text, "rope_parameters", None) or getattr(text, "rope_scaling", None) or {}
+    ropes = [rope] if "rope_type" in rope or "type" in rope else [r for r in rope.values() if isinstance(r, dict)]
+    for params in ropes:
+        if params.get("rope_type", params.get("type")) in ("longrope", "dynamic"):
+            original = params.get("original_max_position_embeddings") or getattr(
+                text, "original_max_position_embeddings", None
+            )
+            limits.append(int(original or getattr(text, "max_position_embeddings", 0) or 0))
+    return min(limits) if limits else None
+
+
+def decode_groups(requests: Sequence[SuffixRequest], limit: int | None) -> list[list[int]]:
+    """:func:`group_prefix_chains`, with a group longer than ``limit`` split into requests of one
+    same prefix: those decode in lockstep without masked slots, as each would alone."""
+    groups = group_prefix_chains(requests)
+    if limit is None:
+        return groups
+    out: list[list[int]] = []
+    for group in groups:
+        if len(requests[group[0]].prefix) + max(requests[i].num_new_tokens for i in group) <= limit:
+            out.append(group)
+            continue
+        same: dict[tuple[int, ...], list[int]] = {}
+        for i in group:
+            same.setdefault(tuple(requests[i].prefix), []).append(i)
+        out.extend(same.values())
+    return out
+
+
 class HFEngine(ChatText, Engine):
     name = "hf"
 
@@ -83,6 +133,7 @@ class HFEngine(ChatText, Engine):
         self._cache_kwarg = "cache" if "cache" in forward_params else "past_key_values"
         self.model_dir = Path(model_dir)
         self._eos = eos_ids(self.tokenizer, getattr(self.model.generation_config, "eos_token_id", None))
+        self._sharing_limit = prefix_sharing_limit(self.model.config)
 
     def batch_variance(self) -> str | None:
         if self.dtype == self._torch.float64:
@@ -90,7 +141,8 @@ class HFEngine(ChatText, Engine):
         return (
             f"engine=hf in {str(self.dtype).removeprefix('torch.')} is not batch-invariant (a row's rounding "
             "depends on the other prefixes of its call, ~1e-5 in log p0), so a PreSTO chain can leave the "
-            "sequential one at an MH decision that close to its threshold; engine.dtype=float64 is exact"
+            "sequential one at an MH decision that close to its threshold; in engine.dtype=float64 that "
+            "margin is ~1e-14, which no decision meets in practice"
         )
 
     # --- model side --------------------------------------------------------------------
@@ -118,16 +170,18 @@ class HFEngine(ChatText, Engine):
         ids = list(prefix) + [int(t) for t in tokens]
         device = self.device
         with torch.inference_mode():
-            logits = self.model(input_ids=torch.tensor([ids], device=device)).logits[0, len(prefix) - 1 : len(ids) - 1]
+            # Only the rows that predict `tokens`: all positions' full-vocabulary logits would be GBs.
+            inputs = torch.tensor([ids], device=device)
+            logits = self.model(input_ids=inputs, logits_to_keep=len(tokens) + 1).logits[0, :-1]
             logp = torch.log_softmax(logits.double(), dim=-1)
-            entropy = -(logp.exp() * logp).sum(-1)
+            entropy = _entropy(logp)
             picked = logp.gather(1, torch.tensor(tokens, dtype=torch.long, device=device)[:, None])[:, 0]
         return picked.cpu().numpy(), entropy.cpu().numpy()
 
     def _generate(self, requests: list[SuffixRequest]) -> list[SuffixResult]:
         results: list[SuffixResult | None] = [None] * len(requests)
         with self._torch.inference_mode():
-            for group in group_prefix_chains(requests):
+            for group in decode_groups(requests, self._sharing_limit):
                 for index, result in zip(group, self._generate_group([requests[i] for i in group]), strict=True):
                     results[index] = result
         return results  # type: ignore[return-value]
@@ -186,7 +240,7 @@ class HFEngine(ChatText, Engine):
                     picked.double(),
                     logp0.gather(1, picked[:, None])[:, 0],
                     logq.gather(1, picked[:, None])[:, 0],
-                    -(logp0.exp() * logp0).sum(-1),
+                    _entropy(logp0),
                 ]
             ).cpu()
             tokens[:active, step] = step_out[0].numpy().astype(np.int64)
@@ -229,6 +283,11 @@ class HFEngine(ChatText, Engine):
                 extra_out[row] if n == rows[row].num_new_tokens else extra_out[row][:n].copy(),
             )
         return out  # type: ignore[return-value]
+
+
+def _entropy(logp):
+    """H of each row of log-probabilities; a -inf logit (a masked token) adds 0, not 0 * -inf = NaN."""
+    return -(logp.exp() * logp).nan_to_num(nan=0.0).sum(-1)
 
 
 def _rows_by_temperatures(extra: Sequence[tuple[float, ...]]) -> dict[tuple[float, ...], list[int]]:
