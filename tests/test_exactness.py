@@ -83,3 +83,18 @@ def test_rounds_log_feasible_nodes_against_their_own_state(tmp_path):
                 assert node["log_accept"] <= 0.0
                 assert node["eps_class"] in ("accept", "reject", "uncertain")
     assert realized == trace.accepts
+
+
+def test_a_rule_that_plans_a_wrong_cut_is_stopped_not_followed(tmp_path):
+    """A traversal's cut off by one would leave the kernel's cut law and the chain would silently part."""
+
+    class OffByOne(BreadthFirst):
+        def plan(self, kernel, root, inputs, depth_cap, budget, reusable=()):
+            plan = super().plan(kernel, root, inputs, depth_cap, budget, reusable)
+            return {d: min(cut + 1, root.length - 1) for d, cut in plan.items()}
+
+    engine = ToyEngine(write_toy_table(tmp_path / "table.json", vocab=3, seed=1))
+    schedule = BlockSchedule(6, 6, 8)
+    with pytest.raises(RuntimeError, match=r"planned depth \d+ at cut"):
+        for chain in range(10):
+            run_chain(PowerMH(2.0, 0.5), engine, PrefetchStepper(OffByOne(), 4), [], ChainKey(1, 0, chain), schedule)

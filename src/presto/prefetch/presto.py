@@ -55,6 +55,14 @@ class PrefetchStepper:
             plan = self.traversal.plan(kernel, root, inputs, depth_cap, self.budget, reusable=reusable)
             if 0 not in plan or len(plan) > self.budget or max(plan) >= depth_cap:
                 raise RuntimeError(f"{self.traversal.name} planned depths {sorted(plan)} outside the rules")
+            # The walk takes each planned cut as the decision's own: a rule that got one wrong would
+            # silently leave the kernel's cut law (the chain would no longer be exact).
+            wrong = [d for d, cut in plan.items() if cut != kernel.cut(root, inputs(d))]
+            if wrong:
+                raise RuntimeError(
+                    f"{self.traversal.name} planned depth {wrong[0]} at cut {plan[wrong[0]]}, "
+                    f"but that decision's cut from this root is {kernel.cut(root, inputs(wrong[0]))}"
+                )
             requests = {d: kernel.requests(prompt_ids, root, cut, inputs(d)) for d, cut in sorted(plan.items())}
             wanted = [r for group in requests.values() for r in group]
             # A request is a pure function of (prefix, length, temperature, seed), so a proposal
