@@ -274,3 +274,14 @@ def test_a_chain_recorded_twice_is_traced_once(runs):
     assert once is not None and twice is not None
     for a, b in zip(once, twice, strict=True):
         np.testing.assert_array_equal(a, b)
+
+
+def test_legends_tell_apart_only_the_runs_a_figure_draws(runs, monkeypatch, tmp_path):
+    """A run without rounds (K = 0) draws no curve: its steps must not enter the others' labels."""
+    figures = capture(monkeypatch)
+    loaded = [load_run(runs / n) for n in ("b_bfs6", "e_one_block", "f_no_rounds")]
+    make_plots(loaded, tmp_path)
+    for name in ("transition_traces.png", "epsilon_certainty.png"):
+        labels = [text.get_text() for text in figures[name].axes[0].get_legend().get_texts()]
+        assert len(labels) == 2 and all("block_size" in label for label in labels), (name, labels)
+        assert not any("steps" in label for label in labels), (name, labels)

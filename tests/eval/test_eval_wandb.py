@@ -63,6 +63,20 @@ def test_offline_wandb_run_holds_config_metrics_and_summary(toy_table, tmp_path)
     assert images and (run_dir / "plots").is_dir()
 
 
+def test_a_disabled_wandb_run_still_writes_its_plots(toy_table, tmp_path):
+    """mode=disabled gives a stand-in W&B run without a folder: the run's own figures must not depend on it."""
+    env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_MODE")}
+    env.update({"WANDB_DIR": str(tmp_path / "wandb_home"), "WANDB_SILENT": "true"})
+    run_dir = tmp_path / "run"
+    args = toy_args(toy_table, run_dir, "logger=wandb", "logger.mode=disabled", "traversal=bfs", "budget.n_pf=4")
+    result = subprocess.run(
+        [sys.executable, str(MAIN), *args], capture_output=True, text=True, timeout=300, cwd="/", env=env
+    )
+    assert result.returncode == 0, result.stderr
+    assert "W&B logging stopped" not in result.stderr and "could not be drawn" not in result.stderr
+    assert list((run_dir / "plots").glob("*.png"))
+
+
 def test_a_resumed_run_continues_its_wandb_run(toy_table, tmp_path):
     wandb_dir = tmp_path / "wandb_home"
     env = {k: v for k, v in os.environ.items() if k not in ("WANDB_API_KEY", "WANDB_MODE", "WANDB_RUN_ID")}

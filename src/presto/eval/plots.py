@@ -295,9 +295,12 @@ def plot_transition_traces(runs: Sequence[RunData], path: Path, labels: Sequence
     one legend entry per run (default ``run.label``; ``run_labels`` tells apart runs that
     share one).
     """
-    labels = list(labels) if labels is not None else [run.label for run in runs]
-    traces = [(run, label, transition_trace(run)) for run, label in zip(runs, labels, strict=True)]
+    given = list(labels) if labels is not None else [None] * len(runs)
+    traces = [(run, label, transition_trace(run)) for run, label in zip(runs, given, strict=True)]
     traces = [(run, label, t) for run, label, t in traces if t is not None]
+    if labels is None:  # told apart among the runs drawn, not by a setting only an undrawn run has
+        drawn = run_labels([run for run, _, _ in traces])
+        traces = [(run, label, t) for (run, _, t), label in zip(traces, drawn, strict=True)]
     if not traces:
         return None
     fig = _figure(figsize=(6.5, 4.2))
@@ -432,12 +435,16 @@ def plot_epsilon_histogram(
     runs: Sequence[RunData], path: Path, epsilon: float = EPSILON, labels: Sequence[str] | None = None
 ) -> Path | None:
     """Histogram of acceptance probabilities and the epsilon-class shares per run (``labels`` as in the traces)."""
-    labels = list(labels) if labels is not None else [run.label for run in runs]
+    given = list(labels) if labels is not None else [None] * len(runs)
     data = [
-        (label, acceptance_probabilities([t for r in run.trees_by_chain.values() for t in r]))
-        for run, label in zip(runs, labels, strict=True)
+        (run, label, acceptance_probabilities([t for r in run.trees_by_chain.values() for t in r]))
+        for run, label in zip(runs, given, strict=True)
     ]
-    data = [(label, a) for label, a in data if a.size]
+    data = [(run, label, a) for run, label, a in data if a.size]
+    if labels is None:  # told apart among the runs drawn (as in the traces)
+        drawn = run_labels([run for run, _, _ in data])
+        data = [(run, label, a) for (run, _, a), label in zip(data, drawn, strict=True)]
+    data = [(label, a) for _, label, a in data]
     if not data:
         return None
     fig = _figure(figsize=(10, 3.8), layout="constrained")  # room for long run labels
@@ -556,8 +563,8 @@ def make_plots(runs: Sequence[RunData], out_dir: Path, *, max_tree_panels: int =
     written: list[Path] = []
     finished = False
     try:
-        labels = run_labels(runs)
-        with_trees = [(run, label) for run, label in zip(runs, labels, strict=True) if run.trees_by_chain]
+        drawn = [run for run in runs if run.trees_by_chain]
+        with_trees = list(zip(drawn, run_labels(drawn), strict=True))
         for i, (run, label) in enumerate(with_trees):  # numbered among the runs that have trees
             by_chain = run.trees_by_chain
             first = sorted(by_chain)[0]
@@ -572,7 +579,7 @@ def make_plots(runs: Sequence[RunData], out_dir: Path, *, max_tree_panels: int =
             (plot_transition_traces, "transition_traces.png"),
             (plot_epsilon_histogram, "epsilon_certainty.png"),
         ):
-            path = maker(runs, out_dir / name, labels=labels)
+            path = maker(runs, out_dir / name)  # each figure labels the runs it draws
             if path is not None:
                 written.append(path)
         scatter = plot_speedup_scatter(speedup_points(runs), out_dir / "speedup_scatter.png")

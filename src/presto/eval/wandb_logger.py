@@ -225,27 +225,42 @@ class WandbLogger:
 
     def on_summary(self, summary: Mapping[str, Any], run_dir: Path) -> None:
         self._guard(self._on_summary, summary, Path(run_dir))
+        if self.log_plots:
+            # RUN_DIR/plots is the run's own output: written even where W&B logging stopped.
+            plots = self._write_plots(Path(run_dir))
+            if plots:
+                self._guard(self._log_plots, *plots)
 
     def _on_summary(self, summary: Mapping[str, Any], run_dir: Path) -> None:
         self._run.summary.update({k: v for k, v in summary.items() if v is not None})
+        if getattr(self._run, "disabled", False):  # mode=disabled: a stand-in run without a folder
+            return
         # A copy of summary.json among the W&B run's files (offline runs keep only a binary log otherwise).
         copy = Path(self._run.dir) / "presto_summary.json"
         copy.write_text(json.dumps(dict(summary), indent=2, default=str) + "\n")
         self._run.save(str(copy), base_path=self._run.dir, policy="now")
-        if self.log_plots:
-            self._log_plots(run_dir)
 
-    def _log_plots(self, run_dir: Path) -> None:
-        import wandb
-
-        from presto.eval.plots import make_plots, slug
+    @staticmethod
+    def _write_plots(run_dir: Path) -> tuple[str, list[Path]] | None:
+        """(the run's label, the figures written to RUN_DIR/plots), or None with a warning."""
+        from presto.eval.plots import make_plots
         from presto.eval.runs import load_run
 
-        run = load_run(run_dir)
-        written = make_plots([run], run_dir / "plots", max_tree_panels=10)
+        try:
+            run = load_run(run_dir)
+            return run.label, make_plots([run], run_dir / "plots", max_tree_panels=10)
+        except Exception as err:  # never fail a finished run because of its figures
+            print(f"warning: the run's plots could not be drawn: {type(err).__name__}: {err}", file=sys.stderr)
+            return None
+
+    def _log_plots(self, label: str, written: list[Path]) -> None:
+        import wandb
+
+        from presto.eval.plots import slug
+
         if written:
             # Keys without the run's label, so that the runs of a sweep share one panel per figure.
-            label = slug(run.label)
+            label = slug(label)
             self._run.log({f"plots/{p.stem.replace('_' + label, '')}": wandb.Image(str(p)) for p in written})
 
     def finish(self) -> None:
