@@ -6,7 +6,8 @@
 PreSTO trades fewer calls for wider ones, so its speedup is bounded by how flat this
 curve is: a call of N_pf requests costs "s/call x" times a one-request call. Each call
 here generates ``--tokens`` tokens per row from one cached prompt, with distinct seeds,
-once at the PowerMH temperature alone and once with MultiTryMH's extra temperatures
+once at the proposal temperature alone (sampler.tau, 1/alpha unless set) and once with
+MultiTryMH's extra temperatures
 (whose statistics the vLLM recorder computes per row). It prints seconds per call, per
 decode step and the ratio to the one-row call.
 """
@@ -43,17 +44,19 @@ def main(argv: list[str]) -> int:
 
 def measure(args: argparse.Namespace, overrides: list[str]) -> int:
     from benchmark import load_config
+    from presto.config import validate_sampler
     from presto.engines.base import SuffixRequest
     from presto.runner.run import engine_from_config
     from presto.samplers.multitry import DEFAULT_TEMPERATURES
 
     _, cfg = load_config(overrides)
+    tau = validate_sampler(cfg).tau  # before the engine loads: a bad sampler option is one line
     engine = engine_from_config(cfg)
     # Token ids 100, 101, ...: ordinary tokens of a real vocabulary (a toy table's wraps around).
     vocab = getattr(engine, "vocab_size", None) or 100 + args.prompt_tokens
     prompt = tuple((100 + i) % vocab for i in range(args.prompt_tokens))
     # Warm-up of the measured shape; the prompt's KV is cached from here on.
-    engine.generate([SuffixRequest(prompt, args.tokens, 0.25, 0, extra) for extra in ((), DEFAULT_TEMPERATURES)])
+    engine.generate([SuffixRequest(prompt, args.tokens, tau, 0, extra) for extra in ((), DEFAULT_TEMPERATURES)])
     print(f"engine={cfg.engine.name} model={cfg.model.path} tokens/row={args.tokens} prompt={args.prompt_tokens}")
     reference = "x 1 row" if args.rows[0] == 1 else f"x {args.rows[0]} rows"  # ratios are to the first call
     print(f"{'temperatures':>12} {'rows':>5} {'call s':>8} {'ms/step':>8} {reference:>10}")
@@ -61,13 +64,13 @@ def measure(args: argparse.Namespace, overrides: list[str]) -> int:
     for extra in ((), DEFAULT_TEMPERATURES):
         single = None
         for rows in args.rows:
-            requests = [SuffixRequest(prompt, args.tokens, 0.25, seed + i, extra) for i in range(rows)]
+            requests = [SuffixRequest(prompt, args.tokens, tau, seed + i, extra) for i in range(rows)]
             seed += rows
             start = time.perf_counter()
             engine.generate(requests)
             seconds = time.perf_counter() - start
             single = single or seconds
-            label = "0.25" if not extra else "0.25+" + ",".join(f"{t:g}" for t in extra)
+            label = f"{tau:g}" if not extra else f"{tau:g}+" + ",".join(f"{t:g}" for t in extra)
             print(
                 f"{label:>12} {rows:>5} {seconds:>8.3f} {1000 * seconds / args.tokens:>8.1f} {seconds / single:>9.2f}x",
                 flush=True,

