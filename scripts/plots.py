@@ -34,6 +34,8 @@ def main(argv: list[str]) -> int:
     )
     parser.add_argument("--max-tree-panels", type=int, default=20, help="subtrees drawn per run")
     args = parser.parse_args(argv)
+    if args.max_tree_panels < 1:
+        parser.error(f"--max-tree-panels must be >= 1, got {args.max_tree_panels}")
     from presto.eval.plots import make_plots
     from presto.eval.runs import load_runs
 

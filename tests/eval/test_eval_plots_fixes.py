@@ -285,3 +285,9 @@ def test_legends_tell_apart_only_the_runs_a_figure_draws(runs, monkeypatch, tmp_
         labels = [text.get_text() for text in figures[name].axes[0].get_legend().get_texts()]
         assert len(labels) == 2 and all("block_size" in label for label in labels), (name, labels)
         assert not any("steps" in label for label in labels), (name, labels)
+
+
+def test_plots_refuses_a_panel_count_below_one(runs, tmp_path):
+    result = plots_script(str(runs / "b_bfs6"), "--out", str(tmp_path / "figures"), "--max-tree-panels", "0")
+    assert result.returncode == 2 and "--max-tree-panels must be >= 1" in result.stderr
+    assert not (tmp_path / "figures").exists()
