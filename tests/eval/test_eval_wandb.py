@@ -100,3 +100,24 @@ def test_the_offline_notice_names_why(tmp_path):
     assert mode_source(None, {**home, "WANDB_API_KEY": "x", "WANDB_MODE": "dryrun"}) == "WANDB_MODE=offline"
     assert mode_source("offline", {**home, "WANDB_API_KEY": "x"}) == "logger.mode=offline"
     assert mode_source(None, {**home, "WANDB_API_KEY": "x"}) == "W&B has credentials"
+
+
+def test_a_resumed_run_logs_past_the_rounds_its_interrupted_chain_logged(tmp_path, monkeypatch):
+    """Resuming drops the interrupted chain's rounds from trees.jsonl; W&B already holds their indices."""
+    from presto.eval.wandb_logger import WandbLogger
+
+    monkeypatch.setenv("WANDB_DIR", str(tmp_path / "wandb_home"))
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    monkeypatch.delenv("WANDB_RUN_ID", raising=False)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    cfg = {"name": "wandb", "mode": "disabled", "log_plots": False}
+    first = WandbLogger(cfg, {}, run_dir)
+    for _ in range(3):
+        first.on_round({"realized": 2, "call_time_s": 0.1, "requests": 4})
+    first.on_chain({"transitions": 6, "model_calls": 3, "call_time_s": 0.3, "accepts": [1, 0]})
+    first.finish()
+    (run_dir / "trees.jsonl").write_text('{"round": 0}\n')  # what a resume kept of the three
+    resumed = WandbLogger(cfg, {}, run_dir)
+    assert (resumed.rounds, resumed.chains) == (3, 1)
+    resumed.finish()

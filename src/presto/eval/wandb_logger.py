@@ -32,7 +32,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from presto.runner.outputs import read_jsonl
+from presto.runner.outputs import read_jsonl, write_text_atomic
 
 MODES = ("online", "offline", "disabled")
 
@@ -101,6 +101,10 @@ def _scalars(record: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, floa
     return out
 
 
+INDICES_FILE = "wandb_indices.json"
+"""Next round and chain metric indices of a run directory's W&B run, kept across resumes."""
+
+
 class WandbLogger:
     """RunLogger that mirrors a run into a W&B run (offline unless a key or mode says otherwise)."""
 
@@ -139,8 +143,11 @@ class WandbLogger:
         resume = {}
         if not os.environ.get("WANDB_RUN_ID"):
             resume = {"id": self._run_id(), "resume": "allow"}
-        self.chains = len(read_jsonl(self.run_dir / "chains.jsonl"))
-        self.rounds = len(read_jsonl(self.run_dir / "trees.jsonl"))
+        # Past every index logged before: a resumed run drops from trees.jsonl the rounds of the
+        # chain it was interrupted in, but W&B already holds them at their indices.
+        logged = self._logged_indices()
+        self.chains = max(len(read_jsonl(self.run_dir / "chains.jsonl")), logged.get("chains", 0))
+        self.rounds = max(len(read_jsonl(self.run_dir / "trees.jsonl")), logged.get("rounds", 0))
         self._run = wandb.init(
             project=self.cfg.get("project") or "presto",
             entity=self.cfg.get("entity"),
@@ -162,6 +169,17 @@ class WandbLogger:
         self._run.define_metric("round/*", step_metric="round/index")
         self._run.define_metric("chain/index")
         self._run.define_metric("chain/*", step_metric="chain/index")
+
+    def _logged_indices(self) -> dict[str, int]:
+        """The next round and chain indices this run directory's W&B run has not used (``wandb_indices.json``)."""
+        try:
+            stored = json.loads((self.run_dir / INDICES_FILE).read_text())
+            return {k: int(stored[k]) for k in ("rounds", "chains") if isinstance(stored.get(k), int)}
+        except (OSError, ValueError, AttributeError):
+            return {}
+
+    def _save_indices(self) -> None:
+        write_text_atomic(self.run_dir / INDICES_FILE, json.dumps({"rounds": self.rounds, "chains": self.chains}))
 
     def _run_id(self) -> str:
         """The W&B run id of this run directory, made once and kept in it (``wandb_run_id``)."""
@@ -196,6 +214,7 @@ class WandbLogger:
         )
         self._run.log(metrics)
         self.rounds += 1
+        self._save_indices()
 
     def on_chain(self, record: Mapping[str, Any]) -> None:
         self._guard(self._on_chain, record)
@@ -222,6 +241,7 @@ class WandbLogger:
             metrics["chain/acceptance_rate"] = sum(accepts) / len(accepts)
         self._run.log(metrics)
         self.chains += 1
+        self._save_indices()
 
     def on_summary(self, summary: Mapping[str, Any], run_dir: Path) -> None:
         self._guard(self._on_summary, summary, Path(run_dir))
