@@ -107,3 +107,25 @@ def test_configure_exports_its_switches_and_withdraws_only_its_own(monkeypatch):
     with pytest.warns(UserWarning, match="VLLM_CPU_ATTN_SPLIT_KV=1 is set"):
         invariance.configure(True, "cpu")
     assert os.environ["VLLM_CPU_ATTN_SPLIT_KV"] == "0"
+
+
+def test_an_engine_with_the_other_setting_warns_while_one_is_still_open(monkeypatch):
+    import warnings
+    import weakref
+
+    from presto.engines import vllm_batch_invariance as invariance
+
+    class Engine:  # what claim() looks at: an open engine holds its vLLM instance
+        def __init__(self) -> None:
+            self._llm = object()
+
+    monkeypatch.setattr(invariance, "_open_cpu_engines", weakref.WeakKeyDictionary())
+    first, second = Engine(), Engine()
+    invariance.claim(first, True, "cpu")
+    with pytest.warns(UserWarning, match="still open in this process"):
+        invariance.claim(second, False, "cpu")
+    first._llm = None  # closed: the process-wide switches are the second engine's alone
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        invariance.claim(Engine(), False, "cpu")
+        invariance.claim(Engine(), True, "cuda")  # a GPU has its own check (configure)

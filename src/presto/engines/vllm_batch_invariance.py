@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import os
 import warnings
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -42,6 +43,7 @@ _ATTENTION_SPLIT_VARIABLE = "VLLM_CPU_ATTN_SPLIT_KV"
 _BATCH_INVARIANT_VARIABLE = "VLLM_BATCH_INVARIANT"
 _state: dict[str, bool] = {"pad_lone_rows": False, "installed": False}  # + "gpu_first": the first GPU setting
 _exported: set[str] = set()  # variables this module set (a user's own values are never withdrawn)
+_open_cpu_engines: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDictionary()  # engine -> its setting
 
 
 def resolve(setting: bool | str, platform: str, environ: Mapping[str, str]) -> bool:
@@ -85,6 +87,25 @@ def configure(enabled: bool, platform: str) -> None:
     _state["pad_lone_rows"] = bool(enabled)
     if enabled:
         _install_lone_row_padding()
+
+
+def claim(engine: Any, enabled: bool, platform: str) -> None:
+    """Note ``engine``'s setting, warning if an open CPU engine of this process has the other.
+
+    On the CPU both switches are process-wide and read at every step, so the engine built last
+    sets them for every engine still open: one built with invariance would silently lose it.
+    """
+    if platform != "cpu":
+        return
+    others = [other for other, setting in _open_cpu_engines.items() if setting != enabled and other is not engine]
+    if any(getattr(other, "_llm", None) is not None for other in others):
+        warnings.warn(
+            f"engine.batch_invariant={enabled} for this vLLM engine, while one built with {not enabled} is "
+            "still open in this process: the setting is process-wide on the CPU, so that engine now runs "
+            f"with {enabled} too; close it first, or run the two in separate processes",
+            stacklevel=3,
+        )
+    _open_cpu_engines[engine] = enabled
 
 
 def _export(name: str, value: str | None) -> None:
