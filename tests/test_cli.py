@@ -193,6 +193,24 @@ def test_an_unknown_key_in_a_sweep_is_one_line_before_any_job(toy_table, tmp_pat
     assert not sweep_dir.exists()
 
 
+@pytest.mark.parametrize("traversal", ["sequential", "bfs"])
+def test_a_key_given_to_a_traversal_without_options_is_one_line(toy_table, tmp_path, traversal):
+    run_dir = tmp_path / "run"
+    result = run_cli(*toy_args(toy_table, run_dir, f"traversal={traversal}", "+traversal.predictor=x"))
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert f"error: traversal.predictor is not a key of traversal={traversal}" in result.stderr
+    assert not run_dir.exists()
+
+
+def test_a_sweep_point_giving_bfs_a_predictive_key_is_one_line_before_any_job(toy_table, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    args = toy_args(toy_table, tmp_path / "unused", f"hydra.sweep.dir={sweep_dir}")
+    result = run_cli("-m", *args, "traversal=predictive,bfs", "++traversal.cost_aware=false")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "traversal.cost_aware is not a key of traversal=bfs" in result.stderr
+    assert not sweep_dir.exists()
+
+
 @pytest.mark.parametrize(
     ("override", "needle"),
     [

@@ -184,11 +184,14 @@ def validate(cfg: DictConfig) -> RunSettings:
         table = _get(cfg, "engine.table")
         if not Path(str(table)).is_file():
             raise ConfigError(f"engine.table: no such file {table}")
+    traversal_options = {k: v for k, v in OmegaConf.to_container(cfg.traversal, resolve=True).items() if k != "name"}
+    if traversal in ("sequential", "bfs"):  # rules without options: a key given to them is a mistake
+        check_keys(traversal_options, "traversal", f"traversal={traversal}", ())
     return RunSettings(
         seed=seed,
         sampler=sampler,
         traversal=traversal,
-        traversal_options={k: v for k, v in OmegaConf.to_container(cfg.traversal, resolve=True).items() if k != "name"},
+        traversal_options=traversal_options,
         n_pf=n_pf,
         chains_per_prompt=chains,
         num_prompts=prompts,

@@ -36,8 +36,9 @@ class Traversal(ABC):
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> Traversal:
         """Build from the traversal group's keys (besides ``name``); rules without keys take none."""
-        if options:
-            raise ValueError(f"traversal={cls.name} takes no options, got {sorted(options)}")
+        from presto.config import check_keys
+
+        check_keys(options, "traversal", f"traversal={cls.name}", ())  # a ConfigError: one line
         return cls()
 
     @abstractmethod
