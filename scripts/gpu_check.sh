@@ -21,12 +21,13 @@
 set -uo pipefail
 
 cd "$(dirname "$0")/.."
+PY=${PYTHON:-python3}
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "error: no NVIDIA GPU visible (nvidia-smi missing or failing); this check needs one" >&2
     exit 2
 fi
-if ! python -c "from vllm.platforms import current_platform as p; raise SystemExit(0 if p.is_cuda() else 1)" \
+if ! "$PY" -c "from vllm.platforms import current_platform as p; raise SystemExit(0 if p.is_cuda() else 1)" \
     >/dev/null 2>&1; then
     echo "error: the installed vLLM is not the CUDA build; run \`pip install -e '.[vllm,dev]'\` on this machine" >&2
     exit 2
@@ -41,7 +42,7 @@ status=0
 {
     echo "# presto GPU check, $(date -u +%Y-%m-%dT%H:%M:%SZ)"
     nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
-    python -c "import vllm, torch, transformers; print('vllm', vllm.__version__, '| torch', torch.__version__, \
+    "$PY" -c "import vllm, torch, transformers; print('vllm', vllm.__version__, '| torch', torch.__version__, \
 '| transformers', transformers.__version__)"
     echo "model: ${MODEL_PATH:-embedded smollm2-135m-instruct}"
 } 2>&1 | tee -a "$report"
@@ -52,7 +53,7 @@ status=0
 if [[ "${SKIP_TESTS:-0}" != "1" ]]; then
     echo -e "\n## tests/test_vllm_engine.py tests/test_gpu_paths.py tests/test_vllm_recorder.py" | tee -a "$report"
     PRESTO_VLLM_TEST_OPTIONS='{"device": "cuda", "batch_invariant": true}' \
-        python -m pytest tests/test_vllm_engine.py tests/test_gpu_paths.py tests/test_vllm_recorder.py \
+        "$PY" -m pytest tests/test_vllm_engine.py tests/test_gpu_paths.py tests/test_vllm_recorder.py \
         -q -rA -p no:cacheprovider 2>&1 | tail -n 60 | tee -a "$report"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
@@ -66,7 +67,7 @@ read -r -a samplers <<<"${SAMPLERS:-powermh entropycut multitry}"
 read -r -a traversals <<<"${TRAVERSALS:-bfs predictive clairvoyant}"
 for dtype in ${DTYPES:-bfloat16 float32}; do
     echo -e "\n## benchmark dtype=${dtype}" | tee -a "$report"
-    python scripts/benchmark.py --n-pf "${budgets[@]}" --samplers "${samplers[@]}" --traversals "${traversals[@]}" \
+    "$PY" scripts/benchmark.py --n-pf "${budgets[@]}" --samplers "${samplers[@]}" --traversals "${traversals[@]}" \
         --out "$out/benchmark_${dtype}.json" \
         engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null engine.gpu_memory_utilization=0.85 \
         engine.batch_invariant=true "engine.dtype=${dtype}" "${model_args[@]}" "$@" 2>&1 |
@@ -77,7 +78,7 @@ done
 # 3. How a call's time grows with its rows on this GPU (what bounds every PreSTO speedup), with
 #    the benchmark's batch-invariant kernels so that its ratios explain the speedups above.
 echo -e "\n## call cost vs rows" | tee -a "$report"
-python scripts/call_cost.py engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null \
+"$PY" scripts/call_cost.py engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null \
     engine.gpu_memory_utilization=0.85 engine.batch_invariant=true "${model_args[@]}" "$@" 2>&1 |
     grep -v -E "^(\(|INFO |WARNING [0-9]|DEBUG )" | tee -a "$report"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1

@@ -10,9 +10,12 @@ torch = pytest.importorskip("torch")
 from presto.engines.base import SuffixRequest  # noqa: E402
 from presto.engines.hf import HFEngine, decode_groups, group_prefix_chains, prefix_sharing_limit  # noqa: E402
 from presto.models import make_tiny_model  # noqa: E402
+from presto.prefetch.predictive import PredictiveTraversal  # noqa: E402
 from presto.prefetch.presto import PrefetchStepper  # noqa: E402
 from presto.prefetch.traversal import BreadthFirst  # noqa: E402
 from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain  # noqa: E402
+from presto.samplers.entropycut import EntropyCut  # noqa: E402
+from presto.samplers.multitry import MultiTryMH  # noqa: E402
 from presto.samplers.powermh import PowerMH  # noqa: E402
 from presto.samplers.randomness import ChainKey  # noqa: E402
 
@@ -138,14 +141,28 @@ def test_sampling_depends_on_seed_not_on_batch(engine, prompt):
     assert not np.array_equal(a.tokens, b.tokens)
 
 
-def test_presto_chains_equal_sequential_chains_in_float64(engine, prompt):
-    kernel = PowerMH(alpha=4.0, tau=0.25)
+KERNELS = {
+    "powermh": lambda: PowerMH(alpha=4.0, tau=0.25),
+    "entropycut": lambda: EntropyCut(alpha=4.0, tau=0.25),
+    "multitry": lambda: MultiTryMH(alpha=4.0, tau=0.25),
+}
+TRAVERSALS = {
+    "bfs": BreadthFirst,
+    "predictive": lambda: PredictiveTraversal.from_options({}),  # the shipped predictor, timed costs
+}
+
+
+@pytest.mark.parametrize("traversal", sorted(TRAVERSALS))
+@pytest.mark.parametrize("sampler", sorted(KERNELS))
+def test_presto_chains_equal_sequential_chains_in_float64(engine, prompt, sampler, traversal):
+    kernel = KERNELS[sampler]()
     schedule = BlockSchedule(12, 6, 6)
-    for seed in range(4):
+    for seed in range(4 if sampler == "powermh" else 2):
         key = ChainKey(seed, 0, 0)
         reference, reference_trace = run_chain(kernel, engine, SequentialStepper(), prompt, key, schedule)
         for n_pf in (2, 5, 20):
-            state, trace = run_chain(kernel, engine, PrefetchStepper(BreadthFirst(), n_pf), prompt, key, schedule)
+            stepper = PrefetchStepper(TRAVERSALS[traversal](), n_pf)
+            state, trace = run_chain(kernel, engine, stepper, prompt, key, schedule)
             np.testing.assert_array_equal(state.tokens, reference.tokens)
             assert trace.accepts == reference_trace.accepts
 

@@ -231,6 +231,27 @@ def test_presto_chains_equal_sequential_chains_and_hit_the_prefix_cache(engine, 
     assert metrics["prefix_cached_tokens_per_call"] > 0
 
 
+@pytest.mark.parametrize(
+    ("sampler", "traversal"),
+    [("entropycut", "bfs"), ("multitry", "bfs"), ("powermh", "predictive"), ("entropycut", "predictive"),
+     ("multitry", "predictive")],
+)  # fmt: skip
+def test_every_sampler_and_traversal_gives_the_sequential_chain(engine, prompt, sampler, traversal):
+    from presto.prefetch.predictive import PredictiveTraversal
+    from presto.samplers.entropycut import EntropyCut
+    from presto.samplers.multitry import MultiTryMH
+
+    kernel = {"powermh": PowerMH, "entropycut": EntropyCut, "multitry": MultiTryMH}[sampler](alpha=4.0, tau=0.25)
+    schedule = BlockSchedule(12, 6, 6)
+    key = ChainKey(0, 0, 0)
+    reference, reference_trace = run_chain(kernel, engine, SequentialStepper(), prompt, key, schedule)
+    for n_pf in (3, 20):
+        rule = BreadthFirst() if traversal == "bfs" else PredictiveTraversal.from_options({})
+        state, trace = run_chain(kernel, engine, PrefetchStepper(rule, n_pf), prompt, key, schedule)
+        np.testing.assert_array_equal(state.tokens, reference.tokens)
+        assert trace.accepts == reference_trace.accepts
+
+
 def test_reset_prefix_cache_makes_the_next_call_start_cold(engine, prompt):
     request = SuffixRequest(tuple(prompt), 4, 1.0, 11)
 
