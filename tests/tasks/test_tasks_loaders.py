@@ -357,6 +357,19 @@ def test_gen_math_is_offline_deterministic_and_gradable() -> None:
     assert task.grade(first[0], "\\boxed{definitely not it}").correct is False
 
 
+def test_gen_math_prompts_ask_for_one_answer_format() -> None:
+    """Four default generators end with "Give only the result as your final answer.", which the
+    prompt's \\boxed{} instruction (what the grader reads) would contradict."""
+    from presto.tasks.prompts import MATH_INSTRUCTION
+
+    problems = build_task({"name": "gen_math", "num_prompts": 16, "generator_seed": 0}).load()
+    for problem in problems:
+        user = problem.messages[-1]["content"]
+        assert "as your final answer" not in user and user.endswith(MATH_INSTRUCTION), user
+    units = [p for p in problems if p.problem_id.startswith("gsm_symbolic")]
+    assert units and all("Do not include units." in p.messages[-1]["content"] for p in units)
+
+
 def test_gen_math_fraction_must_be_simplified() -> None:
     """math-verify compares values; fraction_simplification asks for lowest terms (its own scorer)."""
     from presto.tasks.math_tasks import _generated_dataset

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -138,6 +139,15 @@ def _generated_dataset(generator: str, size: int, seed: int) -> Any:
     return reasoning_gym.create_dataset(generator, size=size, seed=seed)
 
 
+_ANSWER_FORMAT = re.compile(r"\s*Give (?:only )?(?:the|a) [\w ]{1,40}? as your final answer\.", re.IGNORECASE)
+
+
+def without_answer_format(question: str) -> str:
+    """A generated question without its own answer-format order ("Give only the result as your
+    final answer."), which contradicts the prompt's: the grader reads the answer from \\boxed{}."""
+    return _ANSWER_FORMAT.sub("", question).strip()
+
+
 # generators whose scorer checks the form of the answer, not just its value:
 # fraction_simplification wants lowest terms, which a value comparison would not enforce
 FORM_SCORED_GENERATORS = frozenset({"fraction_simplification"})
@@ -203,7 +213,7 @@ class GenMathTask(_MathTask):
             entry = datasets[gen][k]
             gen_seed = seed + generators.index(gen)
             reference = GeneratedReference(str(entry["answer"]), gen, gen_seed, per_generator, k)
-            items.append((f"{gen}/{gen_seed}/{k}", str(entry["question"]), reference))
+            items.append((f"{gen}/{gen_seed}/{k}", without_answer_format(str(entry["question"])), reference))
         return self._problems(items)
 
     def grade(self, problem: Problem, completion: str) -> Grade:
