@@ -213,6 +213,9 @@ def test_best_depth_count_maximizes_rate_and_reduces_to_all_depths_without_costs
     assert best_depth_count(realize, None) == 4
     assert best_depth_count(realize, np.array([1.0, 1.1, 1.9, 2.5])) == 2
     assert best_depth_count(realize, np.array([1.0, 1.0, 1.0, 1.0])) == 4  # free depths: take them all
+    # A broken prediction (NaN from a degenerate fit) plans as BFS does instead of stopping the run.
+    assert best_depth_count(realize, np.array([1.0, np.nan, 1.9, 2.5])) == 4
+    assert best_depth_count(np.array([1.0, np.nan, 0.2, 0.1]), np.array([1.0, 1.1, 1.9, 2.5])) == 4
 
 
 @pytest.mark.parametrize("seed", range(3))
@@ -240,16 +243,50 @@ def test_shared_request_walk_realization_with_repeats_matches_simulation(seed):
             repeat = cuts[d]
             while repeat < length and rng.random() < np.exp(logq[repeat]):
                 repeat += 1
-            identical = repeat == length
-            if repeat < length:  # overall acceptance stays h: identical suffixes take their share
+            if agree < length:  # away from the root, a repeat of its suffix is a move like any other
+                accepted = rng.random() < h[d]
+            elif repeat == length:  # at the root, an identical suffix: MH ratio 1
+                accepted = True
+            else:  # overall acceptance stays h: identical suffixes take their share
                 repeat_prob = np.exp(logq[cuts[d] :].sum())
                 accepted = rng.random() < max(0.0, h[d] - repeat_prob) / (1 - repeat_prob)
-            if identical or accepted:
+            if accepted:
                 agree = repeat
     np.testing.assert_allclose(dp, hits / runs, atol=0.02)
     np.testing.assert_allclose(dp_usable, usable / runs, atol=0.02)
     cut_level = shared_request_walk(cuts, length, per_depth(h))[0]
     assert np.all(dp >= cut_level - 1e-12)
+
+
+def test_away_from_the_root_a_repeat_of_its_suffix_is_accepted_like_any_move():
+    """Only from the root is an identical suffix an MH ratio of 1; from a state that accepted a
+    differing proposal, a proposal equal to the root's suffix is a move back, accepted with h."""
+    rng = np.random.default_rng(31)
+    length, cuts = 6, [3, 5, 2, 0, 3, 4]
+    logq = np.log(rng.uniform(0.85, 1.0, size=length))  # repeats are likely
+    h = rng.uniform(0.2, 0.9, size=len(cuts))
+    dp, _ = shared_request_walk(cuts, length, per_depth(h), repeat_logq=logq)
+    runs, hits = 40000, np.zeros(len(cuts))
+    for _ in range(runs):
+        agree, walking = length, True
+        for d, cut in enumerate(cuts):
+            walking = walking and cut <= agree
+            if cut > agree:
+                continue
+            hits[d] += walking
+            repeat = cut
+            while repeat < length and rng.random() < np.exp(logq[repeat]):
+                repeat += 1
+            if agree == length and repeat == length:
+                accepted = True
+            elif agree == length:
+                repeat_prob = np.exp(logq[cut:].sum())
+                accepted = rng.random() < (h[d] - repeat_prob) / (1 - repeat_prob)
+            else:
+                accepted = rng.random() < h[d]
+            if accepted:
+                agree = repeat
+    np.testing.assert_allclose(dp, hits / runs, atol=0.015)
 
 
 @pytest.mark.parametrize("seed", range(20))

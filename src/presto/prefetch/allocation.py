@@ -289,10 +289,11 @@ def shared_request_walk(
     from the same q as the root's suffix, token by token from the same prefix, so it
     repeats the root's tokens c_d..x-1 with probability exp(sum_{t=c_d}^{x-1} log q_t),
     which at a low proposal temperature is often close to 1. L' only matters through the
-    cuts it clears, so it is kept on the grid {c_0, ..., c_{D-1}, T}. An exact repeat of
-    the whole suffix has MH ratio 1 and is always accepted; the rest of the predicted
-    acceptance, max(0, h - P(repeat)) / (1 - P(repeat)), goes to proposals that differ
-    somewhere, independently of where. Without ``repeat_logq``, L' = c_d (no repeats:
+    cuts it clears, so it is kept on the grid {c_0, ..., c_{D-1}, T}. From the root, an exact
+    repeat of the whole suffix has MH ratio 1 and is always accepted; the rest of the
+    predicted acceptance, max(0, h - P(repeat)) / (1 - P(repeat)), goes to proposals that
+    differ somewhere, independently of where. From any other state a repeat of the root's
+    suffix is a move like any other, accepted with h. Without ``repeat_logq``, L' = c_d (no repeats:
     cut-level Condition 1, a lower bound).
 
     With ``path_dependent=False`` the branch ignores (m, a), and states merge on L alone.
@@ -336,13 +337,22 @@ def shared_request_walk(
                 nxt[stay] += p * (1.0 - hh)
                 nxt[(cut, agree, a + 1, walking) if path_dependent else stay] += p * hh
                 continue
-            # An exact repeat has MH ratio 1 and is always accepted; the rest of the predicted
-            # acceptance goes to proposals that differ from the root somewhere.
+            whole = (cut, int(length), a + 1) if path_dependent else (int(length), int(length), 0)
+            if agree < length:
+                # Not at the root: a proposal that repeats the root's suffix is a real move (back
+                # to the root), accepted with the predicted probability like any other.
+                nxt[stay] += p * (1.0 - hh)
+                nxt[(*whole, walking)] += p * hh * repeat
+                for v, q in law:
+                    moved = (cut, v, a + 1) if path_dependent else (int(length), v, 0)
+                    nxt[(*moved, walking)] += p * hh * q
+                continue
+            # At the root, an exact repeat has MH ratio 1 and is always accepted; the rest of the
+            # predicted acceptance goes to proposals that differ from the root somewhere.
             differ = 1.0 - repeat
             h_differ = min(1.0, max(0.0, (hh - repeat) / differ)) if differ > 0 else 0.0
             nxt[stay] += p * differ * (1.0 - h_differ)
             if repeat > 0:
-                whole = (cut, int(length), a + 1) if path_dependent else (int(length), int(length), 0)
                 nxt[(*whole, walking)] += p * repeat
             for v, q in law:
                 moved = (cut, v, a + 1) if path_dependent else (int(length), v, 0)
@@ -378,7 +388,8 @@ def prepaid_cost(
 
 
 def best_depth_count(realize: np.ndarray, costs: np.ndarray | None) -> int:
-    """m in 1..len(realize) maximizing sum_{d<m} realize[d] / cost(m); without costs, all depths.
+    """m in 1..len(realize) maximizing sum_{d<m} realize[d] / cost(m); without costs (or with
+    NaN in the prediction), all depths.
 
     Ties go to the larger m (more transitions for the same rate).
     """
@@ -388,6 +399,8 @@ def best_depth_count(realize: np.ndarray, costs: np.ndarray | None) -> int:
     if costs is None:
         return depths
     costs = np.asarray(costs, dtype=np.float64)
+    if not (np.isfinite(realize).all() and not np.isnan(costs).any()):
+        return depths  # a broken prediction must not stop the run: plan as BFS does
     rate = np.cumsum(realize) / np.maximum(costs, 1e-12)
     best = float(rate.max())
     return int(np.flatnonzero(rate >= best * (1.0 - 1e-9))[-1]) + 1
