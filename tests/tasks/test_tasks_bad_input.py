@@ -76,10 +76,10 @@ def test_file_without_rows(tmp_path: Path, name: str, text: str) -> None:
 
 
 def test_unsupported_suffix(tmp_path: Path) -> None:
-    path = tmp_path / "data.csv"
-    path.write_text("problem,answer\na,1\n")
+    path = tmp_path / "data.tsv"
+    path.write_text("problem\tanswer\na\t1\n")
     message = load_error({"name": "math500", "path": str(path)})
-    assert "unsupported" in message and ".jsonl" in message
+    assert "unsupported" in message and ".jsonl" in message and ".csv" in message
 
 
 @pytest.mark.parametrize(

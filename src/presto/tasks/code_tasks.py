@@ -105,11 +105,23 @@ class MBPPTask(_CodeTask):
                 raise TaskDataError(
                     f"{self.name}: {source} row {i}: field 'test_list' should be a non-empty list of str"
                 )
-            setup = row.get("test_setup_code") or "\n".join(row.get("test_imports") or [])
+            setup = row.get("test_setup_code") or self._imports(row, source, i)
             messages, raw = mbpp_prompt(text, tests)
             reference = {"tests": list(tests), "setup": setup, "code": row.get("code")}
             problems.append(Problem(i, f"mbpp/{row['task_id']}", messages, raw, reference))
         return problems
+
+    def _imports(self, row: Mapping[str, Any], source: str, i: int) -> str:
+        """``test_imports`` (sanitized layout): a list of lines, or one string taken as is
+        (joining a string would put a newline between its letters)."""
+        imports = row.get("test_imports") or []
+        if isinstance(imports, str):
+            return imports
+        if not isinstance(imports, list) or not all(isinstance(line, str) for line in imports):
+            raise TaskDataError(
+                f"{self.name}: {source} row {i}: field 'test_imports' should be a list of str, got {imports!r:.80}"
+            )
+        return "\n".join(imports)
 
     def grade(self, problem: Problem, completion: str) -> Grade:
         entry_points = functions_under_test(problem.reference["tests"])
@@ -126,21 +138,26 @@ class _StringOnlyUnpickler(pickle.Unpickler):
 
 
 def decode_test_cases(raw: Any) -> list[dict[str, Any]]:
-    """LiveCodeBench test cases: a JSON list, or base64(zlib(pickle(JSON string)))."""
+    """LiveCodeBench test cases: a list, its JSON text, or base64(zlib(pickle(JSON string))).
+
+    Every form is checked the same way (a list given as a list too): a case without a string
+    input or output would otherwise fail later, as a traceback, when the tests are built.
+    """
     if isinstance(raw, list):
-        return raw
-    if not isinstance(raw, str):
+        cases = raw
+    elif not isinstance(raw, str):
         raise ValueError(f"expected a string, got {type(raw).__name__}")
-    text = raw.strip()
-    if not text:
+    elif not raw.strip():
         return []
-    if text.startswith("["):
-        cases = json.loads(text)
+    elif raw.strip().startswith("["):
+        cases = json.loads(raw)
     else:
-        payload = _StringOnlyUnpickler(io.BytesIO(zlib.decompress(base64.b64decode(text)))).load()
+        payload = _StringOnlyUnpickler(io.BytesIO(zlib.decompress(base64.b64decode(raw.strip())))).load()
         cases = json.loads(payload) if isinstance(payload, str | bytes) else payload
-    if not isinstance(cases, list) or not all(isinstance(c, dict) and "input" in c and "output" in c for c in cases):
-        raise ValueError("expected a list of {input, output} objects")
+    if not isinstance(cases, list) or not all(
+        isinstance(c, dict) and isinstance(c.get("input"), str) and isinstance(c.get("output"), str) for c in cases
+    ):
+        raise ValueError("expected a list of {input, output} objects with string values")
     return cases
 
 
@@ -173,8 +190,11 @@ class LiveCodeBenchTask(_CodeTask):
             func_name = metadata.get("func_name") if isinstance(metadata, dict) else None
             if functional and not func_name:
                 raise TaskDataError(f"{self.name}: {source} row {i}: functional tests but no metadata.func_name")
-            starter = row.get("starter_code") or ""
-            messages, raw = livecodebench_prompt(row["question_content"], starter)
+            question = require(row, "question_content", str, task=self.name, source=source, i=i)
+            starter = row.get("starter_code")
+            if starter is not None:
+                require(row, "starter_code", str, task=self.name, source=source, i=i)
+            messages, raw = livecodebench_prompt(question, starter or "")
             reference = {
                 "mode": "call" if functional else "stdio",
                 "func_name": func_name,

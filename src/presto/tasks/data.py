@@ -8,9 +8,11 @@ of which file to fix, not a 40-line traceback from inside ``datasets``.
 from __future__ import annotations
 
 import contextlib
+import csv
 import hashlib
 import json
 import os
+import zlib
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -19,19 +21,27 @@ from presto.tasks.base import TaskDataError
 
 _JSON_SUFFIXES = (".json", ".jsonl", ".json.gz", ".jsonl.gz")
 _PARQUET_SUFFIXES = (".parquet",)
+_CSV_SUFFIXES = (".csv",)
+# what reading a (gzipped) text file can raise: a truncated .gz ends in EOFError, a
+# corrupt one in zlib.error, and neither is an OSError
+_READ_ERRORS = (OSError, UnicodeDecodeError, EOFError, zlib.error)
 
 
 def num_prompts_from(cfg: Mapping[str, Any]) -> int | None:
-    """``num_prompts`` as a positive int, or ``None`` for "all" (null, 0 or -1 in the yaml)."""
+    """``num_prompts`` as a positive int, or ``None`` for "all rows".
+
+    Only a caller of the task API can ask for all rows (``None``, 0 or -1): the command line
+    (``presto.config.validate``) takes an integer >= 1, so the message promises only that.
+    """
     n = cfg.get("num_prompts", 20)
     if n is None:
         return None
     if isinstance(n, bool) or not isinstance(n, int):
-        raise TaskDataError(f"dataset.num_prompts must be an integer >= 1 or null (all), got {n!r}")
+        raise TaskDataError(f"dataset.num_prompts must be an integer >= 1, got {n!r}")
     if n in (0, -1):
         return None
     if n < 1:
-        raise TaskDataError(f"dataset.num_prompts must be an integer >= 1 or null (all), got {n}")
+        raise TaskDataError(f"dataset.num_prompts must be an integer >= 1, got {n}")
     return n
 
 
@@ -78,52 +88,102 @@ def offline() -> Iterator[None]:
 
 @contextlib.contextmanager
 def quiet_datasets() -> Iterator[None]:
-    """No progress bars from ``datasets`` while reading a small local file (they clutter run logs)."""
+    """No progress bars and no log lines from ``datasets`` while reading a small local file.
+
+    Progress bars clutter run logs; its ``logger.error`` lines about a file it cannot read
+    would come before (and repeat, at length) our own one-line error.
+    """
     from datasets.utils import logging as ds_logging
 
     was_enabled = ds_logging.is_progress_bar_enabled()
+    verbosity = ds_logging.get_verbosity()
     ds_logging.disable_progress_bar()
+    ds_logging.set_verbosity(ds_logging.CRITICAL + 1)
     try:
         yield
     finally:
+        ds_logging.set_verbosity(verbosity)
         if was_enabled:
             ds_logging.enable_progress_bar()
 
 
-def _locate_json_error(path: Path) -> str | None:
-    """Find the first unreadable row of a JSON/JSONL file, for the error message."""
+def _read_json_rows(path: Path, task: str) -> list[dict[str, Any]]:
+    """Every row of a JSON array or JSONL file (optionally gzipped), each value as written.
+
+    Not ``datasets``' json builder: a column mixing strings and numbers becomes a ``Json``
+    feature that decodes every string that is itself JSON, so a correct answer "0.50"
+    became "0.5", "null" became missing and a MATH interval "[-3, 7]" became a list.
+    """
     import gzip
 
-    opener = gzip.open if path.name.endswith(".gz") else open
+    def malformed(problem: str) -> TaskDataError:
+        return TaskDataError(f"{task}: {path}: malformed file: {problem}")
+
+    opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as fh:
             text = fh.read()
-    except (OSError, UnicodeDecodeError) as exc:
-        return first_line(exc)
+    except _READ_ERRORS as exc:
+        raise malformed(first_line(exc)) from exc
     stripped = text.lstrip()
     if not stripped:
-        return "file is empty"
+        raise malformed("file is empty")
     if stripped.startswith("["):
         try:
             rows = json.loads(text)
         except json.JSONDecodeError as exc:
-            return f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}"
+            raise malformed(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
         if not rows:
-            return "the JSON array is empty (no rows)"
+            raise malformed("the JSON array is empty (no rows)")
         for i, row in enumerate(rows):
             if not isinstance(row, dict):
-                return f"row {i}: expected a JSON object, got {type(row).__name__}"
-        return None
+                raise malformed(f"row {i}: expected a JSON object, got {type(row).__name__}")
+        return rows
+    rows = []
     for lineno, line in enumerate(text.splitlines(), start=1):
         if not line.strip():
             continue
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            return f"line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+            raise malformed(f"line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from exc
         if not isinstance(row, dict):
-            return f"line {lineno}: expected a JSON object, got {type(row).__name__}"
-    return None
+            raise malformed(f"line {lineno}: expected a JSON object, got {type(row).__name__}")
+        rows.append(row)
+    return rows
+
+
+def _read_csv_rows(path: Path, task: str) -> list[dict[str, Any]]:
+    """Every row of a CSV file with a header line (GPQA's gpqa_diamond.csv), values as strings.
+
+    Empty cells are kept as "" (not missing): CSV cannot tell the two apart.
+    """
+    try:
+        with open(path, encoding="utf-8-sig", newline="") as fh:
+            reader = csv.DictReader(fh)
+            rows = list(reader)
+            header = reader.fieldnames
+    except (*_READ_ERRORS, csv.Error) as exc:
+        raise TaskDataError(f"{task}: {path}: malformed file: {first_line(exc)}") from exc
+    if not header:
+        raise TaskDataError(f"{task}: {path}: malformed file: file is empty")
+    for i, row in enumerate(rows):
+        if None in row or None in row.values():  # more cells than the header, or fewer
+            raise TaskDataError(
+                f"{task}: {path}: malformed file: row {i}: {len(header)} columns in the header, "
+                f"a different number in this row"
+            )
+    return rows
+
+
+def _parquet_row_count(path: Path, task: str) -> int:
+    """The row count from the parquet footer; an unreadable file fails here, in one line."""
+    import pyarrow.parquet as pq
+
+    try:
+        return pq.read_metadata(path).num_rows
+    except Exception as exc:
+        raise TaskDataError(f"{task}: {path}: cannot read as parquet: {first_line(exc)}") from exc
 
 
 def _cache_dir_for(path: Path) -> str:
@@ -136,39 +196,56 @@ def _cache_dir_for(path: Path) -> str:
 
 
 def _read_local(path_str: str, task: str) -> Any:
-    """Read a local JSON/JSONL/parquet file with ``datasets``, with the network forbidden.
+    """Read a local file: JSON/JSONL/CSV as a list of dicts, parquet with ``datasets`` offline.
 
-    ``datasets`` keys its cache of a local file on the path and the modification time, so a
-    file rewritten within the same second (or copied with its timestamps kept) would load
-    the old rows. Each content therefore gets its own cache directory, named by its hash:
-    a changed file can only ever find its own rows.
+    JSON and CSV are read with the standard library, so every value stays as written (see
+    :func:`_read_json_rows`). For parquet, ``datasets`` keys its cache of a local file on
+    the path and the modification time, so a file rewritten within the same second (or
+    copied with its timestamps kept) would load the old rows. Each content therefore gets its
+    own cache directory, named by its hash: a changed file can only ever find its own rows.
     """
     path = Path(path_str).expanduser()
     if not path.is_file():
         raise TaskDataError(f"{task}: dataset file not found: {path}")
     name = path.name.lower()
     if name.endswith(_JSON_SUFFIXES):
-        builder = "json"
-    elif name.endswith(_PARQUET_SUFFIXES):
-        builder = "parquet"
-    else:
-        allowed = ", ".join(_JSON_SUFFIXES + _PARQUET_SUFFIXES)
+        return _read_json_rows(path, task)
+    if name.endswith(_CSV_SUFFIXES):
+        return _read_csv_rows(path, task)
+    if not name.endswith(_PARQUET_SUFFIXES):
+        allowed = ", ".join(_JSON_SUFFIXES + _CSV_SUFFIXES + _PARQUET_SUFFIXES)
         raise TaskDataError(f"{task}: {path}: unsupported file type (allowed: {allowed})")
-    if builder == "json":
-        problem = _locate_json_error(path)
-        if problem is not None:
-            raise TaskDataError(f"{task}: {path}: malformed file: {problem}")
+    if _parquet_row_count(path, task) == 0:  # else datasets says only "An error occurred while generating"
+        raise TaskDataError(f"{task}: {path}: no rows")
     with offline(), quiet_datasets():
         import datasets
 
         try:
-            return datasets.load_dataset(builder, data_files=str(path), split="train", cache_dir=_cache_dir_for(path))
+            return datasets.load_dataset("parquet", data_files=str(path), split="train", cache_dir=_cache_dir_for(path))
         except Exception as exc:
-            raise TaskDataError(f"{task}: {path}: cannot read as {builder}: {first_line(exc)}") from exc
+            raise TaskDataError(f"{task}: {path}: cannot read as parquet: {first_line(exc)}") from exc
+
+
+def hub_source(cfg: Mapping[str, Any]) -> str:
+    """What a hub load reads, for messages: the repository, or the data files when ``hub_id``
+    is one of ``datasets``' packaged builders (``json`` reading ``hf://datasets/...`` files)."""
+    hub_id = str(cfg.get("hub_id"))
+    files = _hub_data_files(cfg)
+    return ", ".join(files) if files and "/" not in hub_id else hub_id
+
+
+def _hub_data_files(cfg: Mapping[str, Any]) -> list[str]:
+    files = cfg.get("hub_data_files") or []
+    return [files] if isinstance(files, str) else [str(f) for f in files]  # one name, not its letters
 
 
 def _read_hub(cfg: Mapping[str, Any], task: str, default_split: str) -> Any:
-    """Load from the hub; any failure (offline, gated, renamed) says to pass dataset.path."""
+    """Load from the hub; any failure (offline, gated, renamed) says to pass dataset.path.
+
+    ``hub_id`` is a hub repository, or a packaged builder such as ``json`` with
+    ``hub_data_files`` as ``hf://datasets/<repo>/<file>`` URLs: the way to read a repository
+    that ships a loading script, which ``datasets`` >= 4 refuses to run.
+    """
     hub_id = cfg.get("hub_id")
     if not hub_id:
         raise TaskDataError(f"{task}: no dataset.path and no dataset.hub_id; pass dataset.path=/path/to/file.jsonl")
@@ -176,7 +253,7 @@ def _read_hub(cfg: Mapping[str, Any], task: str, default_split: str) -> Any:
 
     kwargs: dict[str, Any] = {"split": cfg.get("split") or default_split}
     if cfg.get("hub_data_files"):
-        kwargs["data_files"] = list(cfg["hub_data_files"])
+        kwargs["data_files"] = _hub_data_files(cfg)
     args: list[Any] = [hub_id]
     if cfg.get("hub_config"):
         args.append(cfg["hub_config"])
@@ -184,8 +261,8 @@ def _read_hub(cfg: Mapping[str, Any], task: str, default_split: str) -> Any:
         return datasets.load_dataset(*args, **kwargs)
     except Exception as exc:
         raise TaskDataError(
-            f"{task}: could not load {hub_id!r} from the hub ({first_line(exc)}); "
-            f"pass dataset.path=/path/to/file (JSON/JSONL/parquet in the hub's column layout)"
+            f"{task}: could not load {hub_source(cfg)!r} from the hub ({first_line(exc)}); "
+            f"pass dataset.path=/path/to/file (JSON/JSONL/CSV/parquet in the hub's column layout)"
         ) from exc
 
 
@@ -208,11 +285,11 @@ def load_rows(
         source = str(Path(str(path)).expanduser())
     else:
         ds = _read_hub(cfg, task, default_split)
-        source = str(cfg.get("hub_id"))
+        source = hub_source(cfg)
     count = len(ds) if n is None else min(n, len(ds))
     if count == 0:
         raise TaskDataError(f"{task}: {source}: no rows")
-    rows = ds.select(range(count)).to_list()
+    rows = ds[:count] if isinstance(ds, list) else ds.select(range(count)).to_list()
     for i, row in enumerate(rows):
         missing = [key for key in required if row.get(key) is None]
         if missing:

@@ -195,13 +195,14 @@ class GenMathTask(_MathTask):
         except ImportError as exc:
             raise TaskDataError(f"{self.name}: needs the reasoning-gym package (pip install reasoning-gym)") from exc
         generators = list(self.cfg.get("generators") or DEFAULT_GENERATORS)
+        twice = next((gen for k, gen in enumerate(generators) if gen in generators[:k]), None)
+        if twice is not None:  # its problems would repeat, under the same problem ids
+            raise TaskDataError(f"{self.name}: generator {twice!r} is listed twice in dataset.generators")
         n = num_prompts_from(self.cfg) or 100
         seed = int(self.cfg.get("generator_seed", 0) or 0)
         per_generator = -(-n // len(generators))
         datasets: dict[str, Any] = {}
         for g, gen in enumerate(generators):
-            if gen in datasets:
-                continue  # a generator listed twice is the same dataset (its first seed)
             try:
                 datasets[gen] = _generated_dataset(gen, per_generator, seed + g)
             except Exception as exc:
