@@ -560,7 +560,15 @@ class VLLMEngine(ChatText, Engine):
     def reset_prefix_cache(self) -> bool:
         """Drop vLLM's cached prefix blocks (between benchmark settings: a setting must not be
         served the prompt and states that the setting before it computed)."""
-        return bool(self._llm.reset_prefix_cache())
+        import logging
+
+        pool = logging.getLogger("vllm.v1.core.block_pool")  # says so at INFO, once per reset
+        level = pool.level
+        pool.setLevel(logging.WARNING)
+        try:
+            return bool(self._llm.reset_prefix_cache())
+        finally:
+            pool.setLevel(level)
 
     def close(self) -> None:
         """Shut the in-process engine core down and drop the model; safe to call twice."""
