@@ -203,3 +203,20 @@ def test_numpy_scalars_become_json():
 
     record = {"ok": np.bool_(True), "n": np.int32(3), "x": np.float32(0.5), "bad": np.float64("nan")}
     assert json.loads(dumps(record)) == {"ok": True, "n": 3, "x": 0.5, "bad": None}
+
+
+def test_resuming_refuses_chains_whose_prompt_is_no_longer_that_ids_prompt(toy_table, tmp_path):
+    """Positional ids (``math500/7`` from a file without an id column) would attach an edited
+    file's problems to the old chains; each record's prompt_sha catches it."""
+    run_dir = tmp_path / "run"
+    first = run_cli(*toy_args(toy_table, run_dir, "dataset.num_prompts=1"))
+    assert first.returncode == 0, first.stderr
+    records = [json.loads(line) for line in (run_dir / "chains.jsonl").read_text().splitlines()]
+    assert all(len(r["prompt_sha"]) == 16 for r in records)
+    same = run_cli(*toy_args(toy_table, run_dir, "dataset.num_prompts=2", "run.resume=true"))
+    assert same.returncode == 0, same.stderr  # the same prompts: it resumes
+    records[0]["prompt_sha"] = "0" * 16  # as if the first prompt had been edited since
+    (run_dir / "chains.jsonl").write_text("".join(json.dumps(r) + "\n" for r in records))
+    edited = run_cli(*toy_args(toy_table, run_dir, "dataset.num_prompts=2", "run.resume=true"))
+    assert edited.returncode == 2 and "Traceback" not in edited.stderr, edited.stderr
+    assert f"prompt {records[0]['prompt_id']} is not the prompt its finished chains were sampled from" in edited.stderr

@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Collection, Iterator
+from collections.abc import Collection, Iterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -187,6 +187,34 @@ def encode_prompt(engine: Engine, task: Task, problem: Problem) -> list[int]:
     return engine.encode_prompt(problem.messages, problem.raw_prompt, **template_kwargs)
 
 
+def prompt_fingerprint(prompt_ids: Sequence[int]) -> str:
+    """16 hex digits of SHA-256 over a prompt's token ids (a chain record's ``prompt_sha``)."""
+    import hashlib
+
+    return hashlib.sha256(np.asarray(prompt_ids, dtype=np.int64).tobytes()).hexdigest()[:16]
+
+
+def check_resumed_prompts(engine: Engine, task: Task, problems: list[Problem], records: list[dict]) -> None:
+    """Refuse to resume when a finished chain's prompt is no longer the prompt of that id.
+
+    Ids are positional where a local dataset file has no id column (``math500/7``), so an
+    edited or reordered file would attach its new problems to the old chains. Records
+    written before ``prompt_sha`` existed are not checked.
+    """
+    by_id = {problem.problem_id: problem for problem in problems}
+    for record in records:
+        problem = by_id.get(record.get("prompt_id"))
+        saved = record.get("prompt_sha")
+        if problem is None or saved is None:
+            continue
+        if prompt_fingerprint(encode_prompt(engine, task, problem)) != saved:
+            raise ConfigError(
+                f"run.resume=true, but prompt {problem.problem_id} is not the prompt its finished chains "
+                "were sampled from (the dataset, its file or the model's tokenizer changed); "
+                "use another output directory"
+            )
+
+
 def check_engine_serves(
     engine: Engine, task: Task, problems: list[Problem], sampler: SamplerSettings, rescore: bool
 ) -> None:
@@ -234,6 +262,7 @@ def sample_chain(
     grade = task.grade(problem, text)
     record = {
         "prompt_id": problem.problem_id,
+        "prompt_sha": prompt_fingerprint(prompt_ids),
         "prompt_index": problem.index,
         "chain": chain,
         "seed": seed,
@@ -371,6 +400,8 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             OmegaConf.to_container(cfg, resolve=True),
             run_dir,
         )
+        if settings.resume:
+            check_resumed_prompts(engine, task, problems, list(writer.previous))
         previous_summary: dict[str, Any] = {}
         if settings.resume and writer.summary_path.exists():
             previous_summary = json.loads(writer.summary_path.read_text())
