@@ -337,23 +337,20 @@ def shared_request_walk(
                 nxt[stay] += p * (1.0 - hh)
                 nxt[(cut, agree, a + 1, walking) if path_dependent else stay] += p * hh
                 continue
-            whole = (cut, int(length), a + 1) if path_dependent else (int(length), int(length), 0)
             if agree < length:
                 # Not at the root: a proposal that repeats the root's suffix is a real move (back
                 # to the root), accepted with the predicted probability like any other.
-                nxt[stay] += p * (1.0 - hh)
-                nxt[(*whole, walking)] += p * hh * repeat
-                for v, q in law:
-                    moved = (cut, v, a + 1) if path_dependent else (int(length), v, 0)
-                    nxt[(*moved, walking)] += p * hh * q
-                continue
-            # At the root, an exact repeat has MH ratio 1 and is always accepted; the rest of the
-            # predicted acceptance goes to proposals that differ from the root somewhere.
-            differ = 1.0 - repeat
-            h_differ = min(1.0, max(0.0, (hh - repeat) / differ)) if differ > 0 else 0.0
-            nxt[stay] += p * differ * (1.0 - h_differ)
+                rejected, h_repeat, h_differ = 1.0 - hh, hh, hh
+            else:
+                # At the root, an exact repeat has MH ratio 1 and is always accepted; the rest of
+                # the predicted acceptance goes to proposals that differ from the root somewhere.
+                differ = 1.0 - repeat
+                h_differ = min(1.0, max(0.0, (hh - repeat) / differ)) if differ > 0 else 0.0
+                rejected, h_repeat = differ * (1.0 - h_differ), 1.0
+            nxt[stay] += p * rejected
             if repeat > 0:
-                nxt[(*whole, walking)] += p * repeat
+                whole = (cut, int(length), a + 1) if path_dependent else (int(length), int(length), 0)
+                nxt[(*whole, walking)] += p * h_repeat * repeat
             for v, q in law:
                 moved = (cut, v, a + 1) if path_dependent else (int(length), v, 0)
                 nxt[(*moved, walking)] += p * h_differ * q
