@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -194,22 +194,24 @@ def prompt_fingerprint(prompt_ids: Sequence[int]) -> str:
     return hashlib.sha256(np.asarray(prompt_ids, dtype=np.int64).tobytes()).hexdigest()[:16]
 
 
-def check_resumed_prompts(engine: Engine, task: Task, problems: list[Problem], records: list[dict]) -> None:
+def check_resumed_prompts(prompts: Mapping[str, Sequence[int]], records: list[dict]) -> None:
     """Refuse to resume when a finished chain's prompt is no longer the prompt of that id.
 
-    Ids are positional where a local dataset file has no id column (``math500/7``), so an
-    edited or reordered file would attach its new problems to the old chains. Records
-    written before ``prompt_sha`` existed are not checked.
+    ``prompts``: each problem id's prompt token ids now. Ids are positional where a local
+    dataset file has no id column (``math500/7``), so an edited or reordered file would
+    attach its new problems to the old chains. Records written before ``prompt_sha``
+    existed are not checked.
     """
-    by_id = {problem.problem_id: problem for problem in problems}
+    fingerprints: dict[str, str] = {}
     for record in records:
-        problem = by_id.get(record.get("prompt_id"))
-        saved = record.get("prompt_sha")
-        if problem is None or saved is None:
+        prompt_id, saved = record.get("prompt_id"), record.get("prompt_sha")
+        if prompt_id not in prompts or saved is None:
             continue
-        if prompt_fingerprint(encode_prompt(engine, task, problem)) != saved:
+        if prompt_id not in fingerprints:
+            fingerprints[prompt_id] = prompt_fingerprint(prompts[prompt_id])
+        if fingerprints[prompt_id] != saved:
             raise ConfigError(
-                f"run.resume=true, but prompt {problem.problem_id} is not the prompt its finished chains "
+                f"run.resume=true, but prompt {prompt_id} is not the prompt its finished chains "
                 "were sampled from (the dataset, its file or the model's tokenizer changed); "
                 "use another output directory"
             )
@@ -217,16 +219,20 @@ def check_resumed_prompts(engine: Engine, task: Task, problems: list[Problem], r
 
 def check_engine_serves(
     engine: Engine, task: Task, problems: list[Problem], sampler: SamplerSettings, rescore: bool
-) -> None:
+) -> dict[str, list[int]]:
     """Refuse, before any chain, what the engine would refuse (or silently get wrong) mid-run.
 
     Every temperature the sampler asks for, and every prompt with its n new tokens (one more
     to rescore): otherwise the last block of some late prompt could stop a run after hours.
+    Returns each problem id's prompt token ids, as encoded for the check.
     """
     engine.check_temperatures((sampler.tau, *sampler.options.get("temperatures", ())))
+    prompts = {}
     for problem in problems:
-        tokens = len(encode_prompt(engine, task, problem)) + sampler.max_new_tokens + int(rescore)
+        prompts[problem.problem_id] = encode_prompt(engine, task, problem)
+        tokens = len(prompts[problem.problem_id]) + sampler.max_new_tokens + int(rescore)
         engine.check_fits(tokens, f"prompt {problem.problem_id} with sampler.max_new_tokens={sampler.max_new_tokens}")
+    return prompts
 
 
 def sample_chain(
@@ -388,7 +394,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     # Until the main loop's finally takes over, a failure (the directory locked by another run, a
     # logger that cannot start, Ctrl-C) must still close the engine: it may hold a GPU.
     try:
-        check_engine_serves(engine, task, problems, settings.sampler, settings.rescore)
+        prompts = check_engine_serves(engine, task, problems, settings.sampler, settings.rescore)
         if traversal is not None and isinstance(kernel, Kernel):
             warn_if_not_exact(engine)
         announce_predictor(traversal)
@@ -401,7 +407,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             run_dir,
         )
         if settings.resume:
-            check_resumed_prompts(engine, task, problems, list(writer.previous))
+            check_resumed_prompts(prompts, list(writer.previous))
         previous_summary: dict[str, Any] = {}
         if settings.resume and writer.summary_path.exists():
             previous_summary = json.loads(writer.summary_path.read_text())
