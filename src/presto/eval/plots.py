@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -268,6 +268,22 @@ def _time_to_transition(transitions: np.ndarray, times: np.ndarray, total: int) 
     return times[np.clip(idx, 0, len(times) - 1)]
 
 
+def _drawn(
+    runs: Sequence[RunData], labels: Sequence[str] | None, data_of: Callable[[RunData], Any]
+) -> list[tuple[RunData, str, Any]]:
+    """(run, legend label, its data) for each run with something to draw (``data_of`` not None).
+
+    ``labels``: one per run in ``runs``; by default :func:`run_labels` of the runs drawn, so a
+    setting that only an undrawn run differs in does not enter the others' labels.
+    """
+    given = list(labels) if labels is not None else [None] * len(runs)
+    drawn = [(run, label, data) for run, label in zip(runs, given, strict=True) if (data := data_of(run)) is not None]
+    if labels is None:
+        told_apart = run_labels([run for run, _, _ in drawn])
+        drawn = [(run, label, data) for (run, _, data), label in zip(drawn, told_apart, strict=True)]
+    return drawn
+
+
 def transition_trace(run: RunData) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
     """(transitions 1..K, mean cumulative call time, SD) over the run's chains."""
     curves = []
@@ -295,12 +311,7 @@ def plot_transition_traces(runs: Sequence[RunData], path: Path, labels: Sequence
     one legend entry per run (default ``run.label``; ``run_labels`` tells apart runs that
     share one).
     """
-    given = list(labels) if labels is not None else [None] * len(runs)
-    traces = [(run, label, transition_trace(run)) for run, label in zip(runs, given, strict=True)]
-    traces = [(run, label, t) for run, label, t in traces if t is not None]
-    if labels is None:  # told apart among the runs drawn, not by a setting only an undrawn run has
-        drawn = run_labels([run for run, _, _ in traces])
-        traces = [(run, label, t) for (run, _, t), label in zip(traces, drawn, strict=True)]
+    traces = _drawn(runs, labels, transition_trace)
     if not traces:
         return None
     fig = _figure(figsize=(6.5, 4.2))
@@ -435,16 +446,12 @@ def plot_epsilon_histogram(
     runs: Sequence[RunData], path: Path, epsilon: float = EPSILON, labels: Sequence[str] | None = None
 ) -> Path | None:
     """Histogram of acceptance probabilities and the epsilon-class shares per run (``labels`` as in the traces)."""
-    given = list(labels) if labels is not None else [None] * len(runs)
-    data = [
-        (run, label, acceptance_probabilities([t for r in run.trees_by_chain.values() for t in r]))
-        for run, label in zip(runs, given, strict=True)
-    ]
-    data = [(run, label, a) for run, label, a in data if a.size]
-    if labels is None:  # told apart among the runs drawn (as in the traces)
-        drawn = run_labels([run for run, _, _ in data])
-        data = [(run, label, a) for (run, _, a), label in zip(data, drawn, strict=True)]
-    data = [(label, a) for _, label, a in data]
+
+    def probabilities(run: RunData) -> np.ndarray | None:
+        accept = acceptance_probabilities([t for r in run.trees_by_chain.values() for t in r])
+        return accept if accept.size else None
+
+    data = [(label, accept) for _, label, accept in _drawn(runs, labels, probabilities)]
     if not data:
         return None
     fig = _figure(figsize=(10, 3.8), layout="constrained")  # room for long run labels
@@ -572,7 +579,7 @@ def make_plots(runs: Sequence[RunData], out_dir: Path, *, max_tree_panels: int =
             title = f"{label}: prefetched subtrees of {first[0]} chain {first[1]}"
             written.append(
                 plot_subtrees(
-                    by_chain[first], out_dir / name, max_panels=max_tree_panels, title=title, blocks=_blocks(run)
+                    by_chain[first], out_dir / name, max_panels=max_tree_panels, title=title, blocks=run.blocks
                 )
             )
         for maker, name in (
@@ -599,13 +606,6 @@ def make_plots(runs: Sequence[RunData], out_dir: Path, *, max_tree_panels: int =
             else:  # keep tracking everything, so that the next complete call still cleans up
                 _write_manifest(out_dir, before | now)
     return written
-
-
-def _blocks(run: RunData) -> int | None:
-    try:
-        return int(run.summary["max_new_tokens"]) // int(run.summary["block_size"])
-    except (KeyError, TypeError, ValueError, ZeroDivisionError):
-        return None
 
 
 def slug(text: str) -> str:

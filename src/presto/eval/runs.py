@@ -110,7 +110,16 @@ class RunData:
     @property
     def chains_held(self) -> int:
         """Finished chains in chains.jsonl (a chain recorded twice counts once)."""
-        return len({(r["prompt_id"], r["chain"]) for r in self.chains})
+        return len(self.answers)
+
+    @property
+    def blocks(self) -> int | None:
+        """Blocks per chain, max_new_tokens / block_size; None unless summary.json holds both as
+        positive integers, the block size dividing n."""
+        tokens, block = self.summary.get("max_new_tokens"), self.summary.get("block_size")
+        if not (_count(tokens) and _count(block) and tokens and block and tokens % block == 0):
+            return None
+        return tokens // block
 
     @property
     def expected_chains(self) -> int | None:
@@ -621,10 +630,9 @@ def chain_progress(run: RunData, record: dict[str, Any]) -> tuple[np.ndarray, np
     if not times or not record.get("transitions"):
         return None
     steps = int(run.summary.get("steps") or 0)
-    tokens, block = run.summary.get("max_new_tokens"), run.summary.get("block_size")
-    if not (_count(tokens) and _count(block) and tokens and block and tokens % block == 0):
+    stages = run.blocks
+    if stages is None:
         return None
-    stages = tokens // block
     if run.is_sequential:
         advance = ([0] + [1] * steps) * stages
     else:
