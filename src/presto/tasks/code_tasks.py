@@ -147,12 +147,12 @@ def decode_test_cases(raw: Any) -> list[dict[str, Any]]:
         cases = raw
     elif not isinstance(raw, str):
         raise ValueError(f"expected a string, got {type(raw).__name__}")
-    elif not raw.strip():
+    elif not (text := raw.strip()):
         return []
-    elif raw.strip().startswith("["):
-        cases = json.loads(raw)
+    elif text.startswith("["):
+        cases = json.loads(text)
     else:
-        payload = _StringOnlyUnpickler(io.BytesIO(zlib.decompress(base64.b64decode(raw.strip())))).load()
+        payload = _StringOnlyUnpickler(io.BytesIO(zlib.decompress(base64.b64decode(text)))).load()
         cases = json.loads(payload) if isinstance(payload, str | bytes) else payload
     if not isinstance(cases, list) or not all(
         isinstance(c, dict) and isinstance(c.get("input"), str) and isinstance(c.get("output"), str) for c in cases

@@ -116,28 +116,25 @@ def _read_json_rows(path: Path, task: str) -> list[dict[str, Any]]:
     """
     import gzip
 
-    def malformed(problem: str) -> TaskDataError:
-        return TaskDataError(f"{task}: {path}: malformed file: {problem}")
-
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
         with opener(path, "rt", encoding="utf-8") as fh:
             text = fh.read()
     except _READ_ERRORS as exc:
-        raise malformed(first_line(exc)) from exc
+        raise _malformed(task, path, first_line(exc)) from exc
     stripped = text.lstrip()
     if not stripped:
-        raise malformed("file is empty")
+        raise _malformed(task, path, "file is empty")
     if stripped.startswith("["):
         try:
             rows = json.loads(text)
         except json.JSONDecodeError as exc:
-            raise malformed(f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
+            raise _malformed(task, path, f"invalid JSON at line {exc.lineno} column {exc.colno}: {exc.msg}") from exc
         if not rows:
-            raise malformed("the JSON array is empty (no rows)")
+            raise _malformed(task, path, "the JSON array is empty (no rows)")
         for i, row in enumerate(rows):
             if not isinstance(row, dict):
-                raise malformed(f"row {i}: expected a JSON object, got {type(row).__name__}")
+                raise _malformed(task, path, f"row {i}: expected a JSON object, got {type(row).__name__}")
         return rows
     rows = []
     for lineno, line in enumerate(text.splitlines(), start=1):
@@ -146,9 +143,9 @@ def _read_json_rows(path: Path, task: str) -> list[dict[str, Any]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise malformed(f"line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from exc
+            raise _malformed(task, path, f"line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from exc
         if not isinstance(row, dict):
-            raise malformed(f"line {lineno}: expected a JSON object, got {type(row).__name__}")
+            raise _malformed(task, path, f"line {lineno}: expected a JSON object, got {type(row).__name__}")
         rows.append(row)
     return rows
 
@@ -164,16 +161,19 @@ def _read_csv_rows(path: Path, task: str) -> list[dict[str, Any]]:
             rows = list(reader)
             header = reader.fieldnames
     except (*_READ_ERRORS, csv.Error) as exc:
-        raise TaskDataError(f"{task}: {path}: malformed file: {first_line(exc)}") from exc
+        raise _malformed(task, path, first_line(exc)) from exc
     if not header:
-        raise TaskDataError(f"{task}: {path}: malformed file: file is empty")
+        raise _malformed(task, path, "file is empty")
     for i, row in enumerate(rows):
         if None in row or None in row.values():  # more cells than the header, or fewer
-            raise TaskDataError(
-                f"{task}: {path}: malformed file: row {i}: {len(header)} columns in the header, "
-                f"a different number in this row"
-            )
+            problem = f"row {i}: {len(header)} columns in the header, a different number in this row"
+            raise _malformed(task, path, problem)
     return rows
+
+
+def _malformed(task: str, path: Path, problem: str) -> TaskDataError:
+    """The one-line error for a local file that cannot be read as rows."""
+    return TaskDataError(f"{task}: {path}: malformed file: {problem}")
 
 
 def _parquet_row_count(path: Path, task: str) -> int:
