@@ -347,7 +347,8 @@ def finite_metrics(metrics: dict[str, Any]) -> dict[str, Any]:
 
 
 def _dumps(metrics: dict[str, Any]) -> str:
-    return json.dumps(finite_metrics(metrics), indent=2, allow_nan=False) + "\n"
+    """metrics.json's text; ``metrics`` has been through :func:`finite_metrics` (strict JSON)."""
+    return json.dumps(metrics, indent=2, allow_nan=False) + "\n"
 
 
 def _finite(value: Any, where: str, found: list[str]) -> Any:
