@@ -127,6 +127,37 @@ def test_bad_mmlu_answer_index(tmp_path: Path) -> None:
     assert "row 0" in load_error({"name": "mmlu", "path": str(path)})
 
 
+def pro_row(**fields: object) -> dict:
+    row = {"question_id": 1, "question": "q", "options": ["a", "b", "c", "d"], "answer": "B", "answer_index": 1}
+    return {**row, **fields}
+
+
+@pytest.mark.parametrize(
+    ("row", "words"),
+    [
+        (pro_row(answer="B", answer_index=2), ("'answer' is 'B'", "'answer_index' is 2", "option C")),
+        (pro_row(answer="E"), ("'answer'", "A-D")),
+        (pro_row(answer_index=9), ("'answer_index'", "0-3")),
+        (pro_row(options=["a"] + ["N/A"] * 3, answer="A", answer_index=0), ("'options'", "2-10")),
+        (pro_row(options=[f"o{k}" for k in range(11)]), ("'options'", "2-10")),
+        (pro_row(options="abcd"), ("'options'", "list")),
+        (pro_row(answer=None), ("missing", "'answer'")),
+    ],
+)
+def test_bad_mmlu_pro_row_is_one_line(tmp_path: Path, row: dict, words: tuple[str, ...]) -> None:
+    path = tmp_path / "pro.jsonl"
+    path.write_text(json.dumps(pro_row(question_id=0)) + "\n" + json.dumps(row) + "\n")
+    message = load_error({"name": "mmlu_pro", "path": str(path)})
+    assert str(path) in message and "row 1" in message and all(w in message for w in words), message
+
+
+def test_duplicate_mmlu_pro_question_id(tmp_path: Path) -> None:
+    path = tmp_path / "pro.jsonl"
+    path.write_text(json.dumps(pro_row()) + "\n" + json.dumps(pro_row(question="other")) + "\n")
+    message = load_error({"name": "mmlu_pro", "path": str(path)})
+    assert "row 1" in message and "'mmlu_pro/1'" in message and "row 0" in message, message
+
+
 @pytest.mark.parametrize("n", [-5, "ten", 1.5, True])
 def test_bad_num_prompts(n: object) -> None:
     assert "num_prompts" in load_error({"name": "toy", "num_prompts": n})

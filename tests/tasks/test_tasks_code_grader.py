@@ -91,6 +91,31 @@ def test_extract_program_without_a_solution_block_keeps_the_old_rule() -> None:
     assert extract_program(f"```python\n{body}\n```", ("f",)) == body
 
 
+def test_extract_program_a_backtick_in_the_info_string_opens_no_block() -> None:
+    """CommonMark: the info string of a backtick fence may not contain a backtick, so
+    "```py`thon" is no fence and the lines after it are no program."""
+    text = f"Answer:\n```py`thon\n{SOLUTION}\n```\n"
+    assert SOLUTION not in extract_program(text, ("f",))
+    assert SOLUTION not in extract_program(f"Answer:\n```py`thon\n{SOLUTION}\n", ("f",))  # nor an unclosed one
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        f"````python\n{SOLUTION}\n````\n",
+        f"Solution:\n````python\n{SOLUTION}\n",  # unclosed
+        f"Solution:\n``````\n{SOLUTION}\n",  # unclosed, unlabeled
+    ],
+)
+def test_extract_program_longer_fences(text: str) -> None:
+    assert extract_program(text, ("f",)) == SOLUTION
+
+
+def test_extract_program_on_a_run_of_backticks() -> None:
+    assert extract_program("`" * 3000) == ""
+    assert extract_program("`" * 3000 + f"\n{SOLUTION}\n", ("f",)) == SOLUTION
+
+
 def test_functions_under_test() -> None:
     tests = ["assert math.isclose(area(2), 12.56, rel_tol=0.01)", "assert set(common([1], [1])) == {1}", "bad("]
     assert functions_under_test(tests) == ("area", "common")

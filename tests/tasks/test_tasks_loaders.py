@@ -178,6 +178,69 @@ def test_mmlu_answer_as_digit_string_or_letter(tmp_path: Path, answer: object, l
     assert problem.reference["answer"] == letter
 
 
+def mmlu_pro_row(question_id: int, options: list[str], letter: str) -> dict:
+    """A row in TIGER-Lab/MMLU-Pro's layout."""
+    row = {
+        "question_id": question_id,
+        "question": f"Question {question_id}?",
+        "options": options,
+        "answer": letter,
+        "answer_index": "ABCDEFGHIJ".index(letter),
+        "cot_content": "",
+        "category": "physics",
+        "src": "ori_mmlu-high_school_physics",
+    }
+    return row
+
+
+TEN = [f"option {k}" for k in range(10)]
+
+
+@pytest.mark.parametrize("suffix", ["jsonl", "parquet"])
+def test_mmlu_pro_layout_loads(tmp_path: Path, no_network: list[str], suffix: str) -> None:
+    rows = [mmlu_pro_row(70, TEN, "J"), mmlu_pro_row(71, ["yes", "no", "maybe"], "B")]
+    path = tmp_path / f"mmlu_pro.{suffix}"
+    write_jsonl(path, rows) if suffix == "jsonl" else write_parquet(path, rows)
+    task = build_task({"name": "mmlu_pro", "path": str(path)})
+    problems = task.load()
+    check_problems(task, problems, 2)
+    assert [p.problem_id for p in problems] == ["mmlu_pro/70", "mmlu_pro/71"]
+    assert [p.reference for p in problems] == [{"answer": "J", "num_choices": 10}, {"answer": "B", "num_choices": 3}]
+    prompt = problems[0].messages[-1]["content"]
+    assert all(f"({letter}) option {k}" in prompt for k, letter in enumerate("ABCDEFGHIJ"))
+    assert "(K)" not in prompt and "A, B, C, D, E, F, G, H, I or J" in prompt
+    assert task.grade(problems[0], "So the answer is \\boxed{J}").correct is True
+    assert task.grade(problems[0], "So the answer is \\boxed{I}").correct is False
+    assert task.grade(problems[1], "Answer: B").correct is True
+
+
+def test_mmlu_pro_drops_placeholder_options_but_not_the_answer(tmp_path: Path) -> None:
+    padded = ["a", "N/A", "b", "c", "N/A", "N/A", "d", "N/A", "e", "N/A"]
+    rows = [
+        mmlu_pro_row(1, padded, "G"),  # "d", after three kept options (a, b, c): D of A-E
+        mmlu_pro_row(2, ["x", "y", "N/A", "z"], "C"),  # the answer itself is "N/A": kept
+        {**mmlu_pro_row(3, ["x", "y", "z"], "B"), "question_id": None, "category": "law"},  # no id: category/row
+    ]
+    path = write_jsonl(tmp_path / "mmlu_pro.jsonl", rows)
+    task = build_task({"name": "mmlu_pro", "path": str(path)})
+    first, second, third = task.load()
+    assert first.reference == {"answer": "D", "num_choices": 5}
+    assert "N/A" not in first.messages[-1]["content"] and "(D) d\n(E) e\n" in first.messages[-1]["content"]
+    assert task.grade(first, "\\boxed{D}").correct is True
+    assert second.reference == {"answer": "C", "num_choices": 4} and "(C) N/A" in second.messages[-1]["content"]
+    assert third.problem_id == "law/2"
+
+
+def test_mmlu_pro_yaml_loads_a_local_file(tmp_path: Path) -> None:
+    from omegaconf import OmegaConf
+
+    cfg = OmegaConf.to_container(OmegaConf.load(CONF / "mmlu_pro.yaml"), resolve=True)
+    assert cfg["hub_id"] == "TIGER-Lab/MMLU-Pro" and cfg["split"] == "test"
+    path = write_jsonl(tmp_path / "pro.jsonl", [mmlu_pro_row(5, TEN, "C")])
+    (problem,) = build_task({**cfg, "path": str(path), "seed": 0}).load()
+    assert problem.problem_id == "mmlu_pro/5" and problem.reference["answer"] == "C"
+
+
 def test_a_rewritten_file_is_read_again(tmp_path: Path) -> None:
     """Same path, same size, same modification time, new content: the new rows are read."""
     path = tmp_path / "m.jsonl"
@@ -433,7 +496,7 @@ def test_every_yaml_builds_its_task() -> None:
     files = sorted(CONF.glob("*.yaml"))
     names = {f.stem for f in files}
     assert names >= {"toy", "humaneval", "math500", "aime24", "aime25", "mbpp", "gpqa_diamond", "mmlu",
-                     "livecodebench", "gen_math"}  # fmt: skip
+                     "mmlu_pro", "livecodebench", "gen_math"}  # fmt: skip
     for f in files:
         cfg = OmegaConf.to_container(OmegaConf.load(f), resolve=True)
         assert cfg["num_prompts"] == 20 and cfg["name"] == f.stem

@@ -116,6 +116,7 @@ _REGISTRY: dict[str, str] = {
     "gen_math": "presto.tasks.math_tasks:GenMathTask",
     "gpqa_diamond": "presto.tasks.choice_tasks:GPQATask",
     "mmlu": "presto.tasks.choice_tasks:MMLUTask",
+    "mmlu_pro": "presto.tasks.choice_tasks:MMLUProTask",
 }
 
 TASK_NAMES: tuple[str, ...] = tuple(sorted(_REGISTRY))

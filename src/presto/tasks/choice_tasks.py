@@ -1,4 +1,4 @@
-"""Multiple-choice datasets: GPQA Diamond (choices shuffled by seed) and MMLU."""
+"""Multiple-choice datasets: GPQA Diamond (choices shuffled by seed), MMLU and MMLU-Pro."""
 
 from __future__ import annotations
 
@@ -109,3 +109,73 @@ class MMLUTask(_ChoiceTask):
             reference = {"answer": LETTERS[index], "num_choices": len(choices)}
             problems.append(Problem(i, f"{subject}/{i}", messages, raw, reference))
         return problems
+
+
+class MMLUProTask(_ChoiceTask):
+    """MMLU-Pro (TIGER-Lab/MMLU-Pro, split test): question_id, question, options (up to 10),
+    answer (a letter A-J), answer_index, category, src.
+
+    ``answer`` and ``answer_index`` (when present) must name the same option. An option that
+    is exactly "N/A" is dropped unless it is the answer, and the answer letter is taken from
+    the index after dropping: early releases padded every question to 10 options with "N/A",
+    which the official evaluation (TIGER-Lab's ``preprocess``) removes before prompting, so
+    the model sees the same options there and here, and no padding option takes a letter.
+    Problem ids are ``mmlu_pro/<question_id>`` (``<category>/<row>`` for a row without one).
+    """
+
+    name = "mmlu_pro"
+    placeholder = "N/A"
+
+    def load(self) -> list[Problem]:
+        rows, source = load_rows(self.cfg, task=self.name, required=("question", "options", "answer"))
+        problems: list[Problem] = []
+        seen: dict[str, int] = {}
+        for i, row in enumerate(rows):
+            question = require(row, "question", str, task=self.name, source=source, i=i)
+            options = [str(o) for o in require(row, "options", list, task=self.name, source=source, i=i)]
+            index = self._answer(row, len(options), source, i)
+            kept = [j for j, option in enumerate(options) if j == index or option != self.placeholder]
+            if not 2 <= len(kept) <= len(LETTERS):
+                raise TaskDataError(
+                    f"{self.name}: {source} row {i}: field 'options' should have 2-10 entries "
+                    f"other than {self.placeholder!r}, has {len(kept)}"
+                )
+            messages, raw = choice_prompt(question, [options[j] for j in kept])
+            question_id = row.get("question_id")
+            if question_id is None:
+                problem_id = f"{row.get('category') or self.name}/{i}"
+            else:
+                problem_id = f"{self.name}/{question_id}"
+            if problem_id in seen:
+                raise TaskDataError(
+                    f"{self.name}: {source} row {i}: problem id {problem_id!r} already used by row {seen[problem_id]}"
+                )
+            seen[problem_id] = i
+            reference = {"answer": LETTERS[kept.index(index)], "num_choices": len(kept)}
+            problems.append(Problem(i, problem_id, messages, raw, reference))
+        return problems
+
+    def _answer(self, row: Mapping[str, Any], num_options: int, source: str, i: int) -> int:
+        """The answer's index among the options as listed; ``answer`` and ``answer_index`` must agree."""
+        where = f"{self.name}: {source} row {i}"
+        if not 2 <= num_options <= len(LETTERS):
+            raise TaskDataError(f"{where}: field 'options' should have 2-10 entries, has {num_options}")
+        last = num_options - 1
+        index = answer_index(row["answer"], num_options)
+        if index is None:
+            raise TaskDataError(
+                f"{where}: field 'answer' should be a letter {LETTERS[0]}-{LETTERS[last]} "
+                f"or an index 0-{last}, got {row['answer']!r}"
+            )
+        if row.get("answer_index") is not None:
+            other = answer_index(row["answer_index"], num_options)
+            if other is None:
+                raise TaskDataError(
+                    f"{where}: field 'answer_index' should be an index 0-{last}, got {row['answer_index']!r}"
+                )
+            if other != index:
+                raise TaskDataError(
+                    f"{where}: field 'answer' is {row['answer']!r} (option {LETTERS[index]}) but 'answer_index' "
+                    f"is {row['answer_index']!r} (option {LETTERS[other]})"
+                )
+        return index

@@ -15,8 +15,16 @@ from typing import Any
 from presto.tasks.base import Grade
 from presto.tasks.sandbox import SandboxLimits, run_sandboxed
 
-_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n(.*?)```", re.DOTALL)
-_OPEN_FENCE = re.compile(r"```[ \t]*([A-Za-z0-9_+-]*)[^\n]*\n")
+# The info string after an opening fence may not contain a backtick (CommonMark): "```a`b" on
+# a line opens no block. Excluding it also keeps a long run of backticks linear: with
+# [^\n]* every backtick of the run started a scan to the end of the line (quadratic).
+# The possessive quantifiers (*+) never give back what they took, which changes no match
+# (the rest of the line could take whatever they gave back) but keeps a long line after
+# "```" (spaces, or "pythonpython..." from a looping model) linear when no newline follows.
+_OPEN = r"```[ \t]*+([A-Za-z0-9_+-]*+)[^`\n]*+\n"
+_FENCE = re.compile(_OPEN + r"(.*?)```", re.DOTALL)
+_OPEN_FENCE = re.compile(_OPEN)
+_BACKTICKS = re.compile(r"`+")
 _PY_LABELS = {"python", "py", "python3", "py3"}
 _READS_STDIN = re.compile(r"\binput\s*\(|\bstdin\b|\bopen\s*\(\s*0\s*[,)]|\bfileinput\b")
 
@@ -39,6 +47,8 @@ def _unclosed_block(text: str, start: int) -> tuple[str, str] | None:
     # only the first fence can open it: a later one after a newline would have closed it.
     # (A search would try every backtick and be quadratic on a line of them.)
     pos = text.find("```", start)
+    if pos >= 0:  # a longer fence ("````python") opens with its last three backticks
+        pos = _BACKTICKS.match(text, pos).end() - 3
     fence = _OPEN_FENCE.match(text, pos) if pos >= 0 else None
     if fence is None or (fence.group(1) and fence.group(1).lower() not in _PY_LABELS):
         return None
