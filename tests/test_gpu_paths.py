@@ -205,3 +205,93 @@ def test_recorder_statistics_on_a_gpu_are_the_same_bits_in_any_batch(vocab):
     reference = row_statistics(cpu, temperatures)
     for got, want in zip(together, reference, strict=True):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=1e-10)
+
+
+def test_kv_cache_auto_is_2_gib_on_the_cpu_and_left_to_gpu_memory_utilization_on_a_gpu():
+    from presto.engines.vllm import _DEFAULTS, CPU_KV_CACHE_BYTES, VLLMEngine, kv_cache_bytes
+
+    assert _DEFAULTS["kv_cache_memory_bytes"] == "auto" and CPU_KV_CACHE_BYTES == 2 * 2**30
+    assert kv_cache_bytes("auto", "cpu") == 2 * 2**30
+    assert kv_cache_bytes("auto", "cuda") is None
+    assert kv_cache_bytes(None, "cpu") is None and kv_cache_bytes(None, "cuda") is None  # a user's null is kept
+    assert kv_cache_bytes(2**30, "cuda") == 2**30 and kv_cache_bytes(2**30, "cpu") == 2**30
+    VLLMEngine._check_options({**_DEFAULTS, "kv_cache_memory_bytes": "auto"})
+    with pytest.raises(ConfigError, match=r"engine\.kv_cache_memory_bytes must be an integer >= 1, auto or null"):
+        VLLMEngine._check_options({**_DEFAULTS, "kv_cache_memory_bytes": "big"})
+
+
+def test_float32_pins_tritons_dots_to_ieee_and_a_users_choice_wins():
+    """Triton's float32 tl.dot defaults to TF32 on NVIDIA GPUs (vLLM's Triton attention and batch-invariant matmuls)."""
+    from presto.engines.vllm import pin_float32_dots
+
+    environ: dict[str, str] = {}
+    pin_float32_dots("bfloat16", environ)
+    assert environ == {}  # only float32 operands have a TF32 shortcut to refuse
+    pin_float32_dots("float32", environ)
+    assert environ == {"TRITON_F32_DEFAULT": "ieee"}
+    users = {"TRITON_F32_DEFAULT": "tf32"}
+    pin_float32_dots("float32", users)
+    assert users == {"TRITON_F32_DEFAULT": "tf32"}
+
+
+def test_mixture_of_experts_models_are_reported_not_batch_invariant():
+    """vLLM's batch-invariant kernels leave the fused-MoE experts out (vllm-project/vllm#57016)."""
+    from vllm.config import ModelConfig
+
+    from presto.engines.vllm import VLLMEngine, is_mixture_of_experts
+
+    assert isinstance(getattr(ModelConfig, "is_moe", None), property)  # what is_mixture_of_experts reads
+    assert is_mixture_of_experts(SimpleNamespace(is_moe=True))
+    assert not is_mixture_of_experts(SimpleNamespace(is_moe=False))
+    assert not is_mixture_of_experts(object())
+    for platform in ("cpu", "cuda"):
+        engine = VLLMEngine.__new__(VLLMEngine)
+        engine.platform, engine.batch_invariant = platform, True
+        assert engine.batch_variance() is None
+        engine.is_moe = True
+        note = engine.batch_variance()
+        assert note is not None and "mixture-of-experts" in note and "even with engine.batch_invariant=true" in note
+        engine.batch_invariant = False
+        assert "is exact" not in engine.batch_variance()  # invariance would not make it exact either
+
+
+@pytest.mark.parametrize(("platform", "dtype"), [("cpu", "float32"), ("cuda", "float32"), ("cuda", "bfloat16")])
+def test_the_engine_resolves_its_gpu_settings_before_vllm_starts(tmp_path, monkeypatch, platform, dtype):
+    """The constructor on a faked platform, with a fake LLM: what vLLM would be built with, and what is read back."""
+    import vllm.platforms
+
+    import presto.engines.vllm_recorder  # noqa: F401  (vLLM's own modules import with the real platform first)
+    from presto.engines import vllm as engine_module
+    from presto.engines import vllm_batch_invariance
+
+    (tmp_path / "config.json").write_text("{}")
+    (tmp_path / "model.safetensors").write_bytes(b"")
+    fake_platform = SimpleNamespace(is_cpu=lambda: platform == "cpu", is_cuda=lambda: platform == "cuda")
+    monkeypatch.setattr(vllm.platforms, "current_platform", fake_platform)
+    monkeypatch.setattr(engine_module, "_set_threads", lambda threads: 1)
+    monkeypatch.setattr(vllm_batch_invariance, "configure", lambda enabled, platform: None)
+    monkeypatch.setattr(vllm_batch_invariance, "claim", lambda engine, enabled, platform: None)
+    monkeypatch.setenv("TRITON_F32_DEFAULT", "unset")  # recorded, so the engine's own setting is undone after
+    monkeypatch.delenv("TRITON_F32_DEFAULT")
+    built = {}
+
+    def build(self, llm_kwargs):
+        built.update(llm_kwargs, triton=os.environ.get("TRITON_F32_DEFAULT"))
+        return SimpleNamespace(llm_engine=SimpleNamespace(model_config=SimpleNamespace(is_moe=True)))
+
+    cls = engine_module.VLLMEngine
+    monkeypatch.setattr(cls, "_build_llm", build)
+    for name in ("_attach", "_load_tokenizer", "_warm_up"):
+        monkeypatch.setattr(cls, name, lambda self, *args: None)
+    monkeypatch.setattr(cls, "_read_counters", lambda self: {})
+    engine = cls(tmp_path, dtype=dtype)
+    if platform == "cpu":
+        assert built["kv_cache_memory_bytes"] == 2 * 2**30 and engine.kv_cache_memory_bytes == 2 * 2**30
+    else:
+        assert "kv_cache_memory_bytes" not in built and engine.kv_cache_memory_bytes is None
+        assert "engine.gpu_memory_utilization" in engine._kv_cache_advice()
+    assert built["triton"] == ("ieee" if dtype == "float32" else None)
+    assert engine.is_moe and "mixture-of-experts" in engine.batch_variance()
+    explicit = cls(tmp_path, dtype=dtype, kv_cache_memory_bytes=2**29)
+    assert built["kv_cache_memory_bytes"] == 2**29 and explicit.kv_cache_memory_bytes == 2**29
+    engine._llm = explicit._llm = None  # nothing to shut down

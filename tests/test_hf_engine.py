@@ -260,3 +260,72 @@ def test_a_masked_token_adds_nothing_to_the_entropy():
 
     logp = torch.log_softmax(torch.tensor([[0.0, 0.0, float("-inf")]], dtype=torch.float64), dim=-1)
     np.testing.assert_allclose(_entropy(logp).numpy(), [np.log(2.0)], rtol=1e-15)
+
+
+def test_a_gpu_index_past_the_visible_ones_is_one_clear_line(monkeypatch):
+    """torch.device("cuda:5") is accepted on any machine; the failure would come later, as "invalid device ordinal"."""
+    from presto.config import ConfigError
+    from presto.engines.hf import _torch_device
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 2)
+    assert _torch_device(torch, "cuda:1") == torch.device("cuda:1")
+    assert _torch_device(torch, "cuda") == torch.device("cuda")
+    with pytest.raises(ConfigError, match=r"^engine\.device=cuda:2 but torch sees 2 CUDA GPUs \(cuda:0 to cuda:1;"):
+        _torch_device(torch, "cuda:2")
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    with pytest.raises(ConfigError, match=r"^engine\.device=cuda:7 but torch sees 1 CUDA GPU \(cuda:0 to cuda:0;"):
+        _torch_device(torch, "cuda:7")
+
+
+def test_a_lone_row_is_scanned_beside_a_copy_with_the_same_bits_on_the_cpu(monkeypatch):
+    """On CUDA a one-row cumsum takes a device-wide scan, a batch's rows a row-wise one: the scan
+    must never see one row. On the CPU the padded scan gives the former CDF and tokens bit for bit."""
+    from presto.engines.hf import _inverse_cdf_sample
+
+    logits = torch.randn(1, 4099, generator=torch.Generator().manual_seed(3), dtype=torch.float64) * 6
+    logq = torch.log_softmax(logits / 0.25, dim=-1)
+    # The former code: one cumsum over the row as it is.
+    before = torch.cumsum(torch.exp(logq - logq.max(dim=-1, keepdim=True).values), dim=-1)
+    uniforms = np.random.default_rng(0).random(200)
+    # Uniforms at the CDF's own steps, where a last-bit difference would move the token.
+    uniforms = np.concatenate([uniforms, (before[0, ::97] / before[0, -1]).numpy()])
+
+    def former(u):
+        picked = torch.searchsorted(before, (u * before[:, -1])[:, None], right=True)[:, 0]
+        return picked.clamp(max=before.shape[-1] - 1)
+
+    scanned = []
+    original = torch.cumsum
+
+    def spy(tensor, *args, **kwargs):
+        out = original(tensor, *args, **kwargs)
+        scanned.append((tensor.shape[0], out))
+        return out
+
+    monkeypatch.setattr(torch, "cumsum", spy)
+    for u in uniforms:
+        u = torch.tensor([u], dtype=torch.float64)
+        assert _inverse_cdf_sample(torch, logq, u).tolist() == former(u).tolist()
+    assert scanned and all(rows >= 2 for rows, _ in scanned)
+    for _, cdf in scanned:
+        assert torch.equal(cdf[:1], before)
+    # Several rows are scanned as they are.
+    scanned.clear()
+    batch = torch.cat([logq, logq.flip(-1)])
+    assert _inverse_cdf_sample(torch, batch, torch.tensor([0.3, 0.3], dtype=torch.float64)).shape == (2,)
+    assert [rows for rows, _ in scanned] == [2]
+
+
+def test_a_one_request_call_never_scans_a_single_row(engine, prompt, monkeypatch):
+    """A sequential chain's calls hold one request: every decode step's CDF is still scanned in two rows."""
+    rows = []
+    original = torch.cumsum
+
+    def spy(tensor, *args, **kwargs):
+        rows.append(tensor.shape[0])
+        return original(tensor, *args, **kwargs)
+
+    monkeypatch.setattr(torch, "cumsum", spy)
+    engine.generate([SuffixRequest(tuple(prompt), 5, 0.5, 11)])
+    assert len(rows) == 5 and min(rows) >= 2

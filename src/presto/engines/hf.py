@@ -231,9 +231,7 @@ class HFEngine(ChatText, Engine):
             logits64 = logits.double()
             logp0 = torch.log_softmax(logits64, dim=-1)
             logq = torch.log_softmax(logits64 / temperatures[:active, None], dim=-1)
-            cdf = torch.cumsum(torch.exp(logq - logq.max(dim=-1, keepdim=True).values), dim=-1)
-            picked = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True)[:, 0]
-            picked = picked.clamp(max=cdf.shape[-1] - 1)
+            picked = _inverse_cdf_sample(torch, logq, uniforms)
             # One transfer of this step's numbers to the host (a sync on a GPU).
             step_out = torch.stack(
                 [
@@ -285,6 +283,23 @@ class HFEngine(ChatText, Engine):
         return out  # type: ignore[return-value]
 
 
+def _inverse_cdf_sample(torch, logq, uniforms):
+    """Each row's token by inverse CDF: the first index whose cumulative weight exceeds ``u`` x total.
+
+    The weights are exp(log q - max), unnormalized; ``uniforms`` holds one u in [0, 1) per row.
+    """
+    weights = torch.exp(logq - logq.max(dim=-1, keepdim=True).values)
+    # On CUDA a one-row cumsum takes another scan kernel (a device-wide scan) than a batch's
+    # row-wise one, which may round its CDF otherwise: a sequential chain's lone row and the
+    # same row in a PreSTO call could then pick different tokens near a boundary. Scanned
+    # beside a copy of itself, a lone row gets the batch's kernel (as the vLLM recorder reduces
+    # one, vllm_recorder.statistics_table). The CPU scans every row alike: the same bits either way.
+    rows = weights if len(weights) > 1 else weights.expand(2, -1)
+    cdf = torch.cumsum(rows, dim=-1)[: len(weights)]
+    picked = torch.searchsorted(cdf, (uniforms * cdf[:, -1])[:, None], right=True)[:, 0]
+    return picked.clamp(max=cdf.shape[-1] - 1)
+
+
 def _entropy(logp):
     """H of each row of log-probabilities; a -inf logit (a masked token) adds 0, not 0 * -inf = NaN."""
     return -(logp.exp() * logp).nan_to_num(nan=0.0).sum(-1)
@@ -309,6 +324,13 @@ def _torch_device(torch, device: str):
         raise ConfigError(f"engine.device={device} is not a torch device (cpu, cuda, cuda:N)") from None
     if resolved.type == "cuda" and not torch.cuda.is_available():
         raise ConfigError(f"engine.device={device} but torch sees no CUDA GPU (torch {torch.__version__})")
+    if resolved.type == "cuda" and resolved.index is not None and resolved.index >= torch.cuda.device_count():
+        # torch.device accepts any index; the first tensor moved there would fail with "invalid device ordinal".
+        count = torch.cuda.device_count()
+        raise ConfigError(
+            f"engine.device={device} but torch sees {count} CUDA GPU{'s' if count != 1 else ''} "
+            f"(cuda:0 to cuda:{count - 1}; CUDA_VISIBLE_DEVICES renumbers them)"
+        )
     if resolved.type not in ("cpu", "cuda"):
         raise ConfigError(f"engine.device={device}: the hf engine runs on cpu or cuda")
     return resolved

