@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import importlib.util
-import json
 import os
 import subprocess
 import sys
@@ -27,13 +26,9 @@ sys.path.insert(0, str(PROJECT_ROOT / "src"))
 
 
 def write_toy_table(path: Path, vocab: int, seed: int, scale: float = 1.5) -> Path:
-    rng = np.random.default_rng(seed)
-    table = {
-        "bos_logits": (scale * rng.normal(size=vocab)).tolist(),
-        "logits": (scale * rng.normal(size=(vocab, vocab))).tolist(),
-    }
-    path.write_text(json.dumps(table))
-    return path
+    from presto.engines.toy import write_random_toy_table  # after sys.path holds this checkout's src
+
+    return write_random_toy_table(path, vocab, seed, scale)
 
 
 @pytest.fixture

@@ -171,3 +171,30 @@ def test_retrain_refuses_a_workdir_that_is_a_file(tmp_path):
     )
     assert done.returncode == 2 and done.stderr.startswith(f"error: --workdir {tmp_path / 'file'} is a file")
     assert done.stderr.count("\n") == 1
+
+
+def test_toy_table_script_writes_a_table_a_toy_run_uses(tmp_path, capsys):
+    from presto.engines.toy import ToyEngine, load_toy_table
+
+    toy_table = load_script("toy_table")
+    out = tmp_path / "table.json"
+    assert call_script(toy_table, out, "--vocab", "4", "--seed", "7") == 0
+    assert f"engine.table={out}" in capsys.readouterr().out
+    bos, logits = load_toy_table(out)
+    assert bos.shape == (4,) and logits.shape == (4, 4)
+    assert ToyEngine(out).vocab_size == 4
+    again = tmp_path / "again.json"
+    assert call_script(toy_table, again, "--vocab", "4", "--seed", "7") == 0
+    assert again.read_text() == out.read_text()  # the seed fixes the table
+    assert call_script(toy_table, tmp_path / "other.json", "--vocab", "4", "--seed", "8") == 0
+    assert (tmp_path / "other.json").read_text() != out.read_text()
+    capsys.readouterr()
+    for argv, message in [
+        ((tmp_path / "t.json", "--vocab", "0"), "vocabulary of at least 1 token, got 0"),
+        ((tmp_path / "t.json", "--scale", "nan"), "finite number >= 0, got nan"),
+        ((tmp_path,), "is a directory"),
+        ((tmp_path / "missing" / "t.json",), "no folder"),
+    ]:
+        assert call_script(toy_table, *argv) == 2
+        assert message in one_error_line(capsys.readouterr().err)
+    assert not (tmp_path / "t.json").exists()

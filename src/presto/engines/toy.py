@@ -48,6 +48,23 @@ def load_toy_table(path: str | Path) -> tuple[np.ndarray, np.ndarray]:
     return bos, logits
 
 
+def write_random_toy_table(path: str | Path, vocab: int, seed: int = 0, scale: float = 1.5) -> Path:
+    """Write a toy table with standard normal logits times ``scale`` (seeded): larger scales
+    make sharper next-token laws. The file a toy run names with ``engine.table``."""
+    if vocab < 1:
+        raise ToyTableError(f"a toy table needs a vocabulary of at least 1 token, got {vocab}")
+    if not (np.isfinite(scale) and scale >= 0):
+        raise ToyTableError(f"the logit scale must be a finite number >= 0, got {scale}")
+    rng = np.random.default_rng(seed)
+    table = {
+        "bos_logits": (scale * rng.normal(size=vocab)).tolist(),
+        "logits": (scale * rng.normal(size=(vocab, vocab))).tolist(),
+    }
+    path = Path(path)
+    path.write_text(json.dumps(table))
+    return path
+
+
 class ToyEngine(Engine):
     name = "toy"
 
