@@ -88,6 +88,23 @@ def test_more_letters_for_more_choices() -> None:
     assert extract_choice("Answer: F", "ABCDEF") == "F"
 
 
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        ("Answer: C\n\nI", "C"),  # "I" starts a sentence the fixed answer length cut off
+        ("Answer: C\n\nA", "C"),
+        ("The answer is (C).\n\na", "C"),
+        ("I", "I"),  # nothing else names a choice: the bare letter does
+        ("Let me think.\n\nA", "A"),
+        ("Answer: C\n\n(I)", "I"),  # bracketed or formatted, it is a choice
+        ("Answer: C\n\n**I**", "I"),
+        ("Answer: C\n\nB", "B"),  # not an English word: the last line decides, as before
+    ],
+)
+def test_a_trailing_english_word_letter_yields_to_a_stated_choice(text: str, letter: str) -> None:
+    assert extract_choice(text, "ABCDEFGHIJ") == letter
+
+
 def test_grade_choice() -> None:
     assert grade_choice("... Answer: B", "B").correct is True
     assert grade_choice("... Answer: C", "B").correct is False

@@ -99,6 +99,12 @@ def test_extract_program_a_backtick_in_the_info_string_opens_no_block() -> None:
     assert SOLUTION not in extract_program(f"Answer:\n```py`thon\n{SOLUTION}\n", ("f",))  # nor an unclosed one
 
 
+def test_extract_program_an_unclosed_fence_after_one_that_opens_nothing() -> None:
+    """Inline backticks that open no fence do not hide the unclosed block after them."""
+    text = f"I put code in ```python` fences:\n```python\n{SOLUTION}\n"
+    assert extract_program(text, ("f",)).strip() == SOLUTION.strip()
+
+
 @pytest.mark.parametrize(
     "text",
     [

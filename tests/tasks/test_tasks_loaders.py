@@ -214,6 +214,13 @@ def test_mmlu_pro_layout_loads(tmp_path: Path, no_network: list[str], suffix: st
     assert task.grade(problems[1], "Answer: B").correct is True
 
 
+def test_mmlu_pro_answer_index_as_a_whole_float(tmp_path: Path, no_network: list[str]) -> None:
+    """A pandas export of a column with a missing value stores its integers as floats (2.0)."""
+    row = {**mmlu_pro_row(5, ["w", "x", "y", "z"], "C"), "answer_index": 2.0}
+    (problem,) = build_task({"name": "mmlu_pro", "path": str(write_jsonl(tmp_path / "p.jsonl", [row]))}).load()
+    assert problem.reference["answer"] == "C"
+
+
 def test_mmlu_pro_drops_placeholder_options_but_not_the_answer(tmp_path: Path) -> None:
     padded = ["a", "N/A", "b", "c", "N/A", "N/A", "d", "N/A", "e", "N/A"]
     rows = [

@@ -84,14 +84,18 @@ def extract_choice(text: str, letters: str = "ABCD") -> str | None:
     letter, alone, statements, hedge = _patterns(letters)
     matches = [m for lead in _LEADS.finditer(text) if (m := _letter_after(text, lead.end(), letter))]
     matches += [m for pattern in statements for m in pattern.finditer(text)]
-    last_line_start = text.rstrip().rfind("\n") + 1
-    if m := alone.fullmatch(text.rstrip(), last_line_start):
-        matches.append(m)
     found = [
         (m.start("letter"), m.group("letter").upper())
         for m in matches
         if not _is_a_word(text, m.group("letter"), m.end("letter")) and not hedge.match(text, m.end("letter"))
     ]
+    # The last line alone: a letter. A bare "A" or "I" there is as likely the first word of a
+    # sentence the fixed answer length cut off ("Answer: C\n\nI") as a choice, so it names the
+    # choice only when nothing else does; bracketed or formatted ("(I)", "**I**") it is one.
+    last_line_start = text.rstrip().rfind("\n") + 1
+    m = alone.fullmatch(text.rstrip(), last_line_start)
+    if m and not (found and m.group(0).strip() in ("A", "I", "a")):
+        found.append((m.start("letter"), m.group("letter").upper()))
     return max(found)[1] if found else None
 
 

@@ -73,7 +73,10 @@ class GPQATask(_ChoiceTask):
 
 def answer_index(raw: Any, num_choices: int) -> int | None:
     """The index of the correct choice: ``2``, ``"2"`` (a parquet/CSV export may store the
-    index as text) or the letter ``"C"`` (some hub variants), else None."""
+    index as text), ``2.0`` (pandas stores an integer column with a missing value as floats)
+    or the letter ``"C"`` (some hub variants), else None."""
+    if isinstance(raw, float) and raw.is_integer():
+        raw = int(raw)
     if isinstance(raw, str):
         text = raw.strip()
         if text.isdigit():

@@ -44,12 +44,15 @@ def _is_solution(code: str, entry_points: Sequence[str], reads_stdin: bool) -> b
 def _unclosed_block(text: str, start: int) -> tuple[str, str] | None:
     """(label, code) after a ```python or unlabeled fence at or after ``start`` that never
     closes (the generation ran out), else None."""
-    # only the first fence can open it: a later one after a newline would have closed it.
-    # (A search would try every backtick and be quadratic on a line of them.)
-    pos = text.find("```", start)
-    if pos >= 0:  # a longer fence ("````python") opens with its last three backticks
-        pos = _BACKTICKS.match(text, pos).end() - 3
-    fence = _OPEN_FENCE.match(text, pos) if pos >= 0 else None
+    # The first run of backticks that opens a fence is the one: any later run would have
+    # closed it. Runs before it that open nothing ("```py`thon" inline, a backtick in the
+    # info string) are skipped, a whole run at a time, which keeps a line of backticks linear;
+    # a longer fence ("````python") opens with the run's last three backticks.
+    fence, pos = None, text.find("```", start)
+    while pos >= 0 and fence is None:
+        run_end = _BACKTICKS.match(text, pos).end()
+        fence = _OPEN_FENCE.match(text, run_end - 3)
+        pos = text.find("```", run_end)
     if fence is None or (fence.group(1) and fence.group(1).lower() not in _PY_LABELS):
         return None
     return fence.group(1), text[fence.end() :]
