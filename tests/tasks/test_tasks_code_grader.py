@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from presto.tasks.base import Problem
 from presto.tasks.code_grader import (
     defines,
     extract_program,
@@ -12,7 +13,9 @@ from presto.tasks.code_grader import (
     grade_job,
     humaneval_program,
     mbpp_program,
+    strip_example_usage,
 )
+from presto.tasks.code_tasks import LiveCodeBenchTask, MBPPTask
 from presto.tasks.sandbox import SandboxLimits
 
 LIMITS = SandboxLimits(timeout_s=5.0, memory_mb=512)
@@ -206,3 +209,79 @@ def test_stdio_program_may_end_with_os_exit() -> None:
         assert grade_job(job, code, LIMITS, True).correct is expected, code
     skips_asserts = "import os\nos._exit(0)\nassert False\n"  # a script's asserts must run
     assert grade_job({"kind": "script", "code": skips_asserts}, skips_asserts, LIMITS, True).correct is False
+
+
+SQ = "import math\n\ndef sq(x):\n    return x * x"
+
+
+@pytest.mark.parametrize(
+    "demo",
+    [
+        "\n\n# Example usage\nassert sq(3) == 10",  # the model got the expected value wrong
+        "\nprint(sq())",  # a demo call that raises
+        "\nx = int(input('Enter: '))\nprint(sq(x))",  # stdin is empty under the judge
+        "\n\n# Example usage\nprint(sq(3), sq(4",  # cut by the token limit mid-line
+        "\nprint('unterminated",
+    ],
+)
+def test_strip_example_usage_drops_the_demo_after_the_solution(demo: str) -> None:
+    assert strip_example_usage(SQ + demo, ("sq",)) == SQ
+
+
+def test_strip_example_usage_keeps_trailing_imports_and_classes() -> None:
+    unittest_demo = "\nimport unittest\nclass T(unittest.TestCase):\n    def test(self):\n        pass"
+    assert strip_example_usage(SQ + unittest_demo + "\nunittest.main()", ("sq",)) == SQ + unittest_demo
+    assert strip_example_usage(SQ + "\nimport sys\nsys.exit(0)", ("sq",)) == SQ + "\nimport sys"
+
+
+def test_strip_example_usage_keeps_what_the_solution_needs() -> None:
+    code = "import sys\nsys.setrecursionlimit(10000)\nTABLE = {1: 1}\ndef sq(x):\n    return TABLE.get(x, x * x)"
+    assert strip_example_usage(code, ("sq",)) == code
+    later = "def sq(x):\n    return LIMIT and x * x\nLIMIT: int = 10\nprint(sq(2))\nFACTOR = [1, 2]"
+    assert (
+        strip_example_usage(later, ("sq",))
+        == "def sq(x):\n    return LIMIT and x * x\nLIMIT: int = 10\nFACTOR = [1, 2]"
+    )
+    assert strip_example_usage(SQ + "\nimport doctest\ndoctest.testmod()", ("sq",)) == SQ + "\nimport doctest"
+    # A table the function reads, built after it (with calls): part of the solution; a demo
+    # result nothing reads is not.
+    table = "def sq(x):\n    return SQUARES[x]\nSQUARES = [i * i for i in range(100)]\nSQUARES += [0]"
+    assert strip_example_usage(table + "\nresult = sq(3)\nprint(result)", ("sq",)) == table
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        "def sq(x):\n    if x:\n        return x *",  # the solution itself is cut
+        "def helper(x):\n    return x\ndef sq(x):\n    return helper(",
+        "    return x * x\nprint(sq(2))",  # a bare body (HumanEval completion format)
+        "print(sq(2))",
+        "def other(x):\n    return x\nprint(1)",
+    ],
+)
+def test_strip_example_usage_leaves_other_programs_alone(code: str) -> None:
+    assert strip_example_usage(code, ("sq",)) == code
+
+
+def _mbpp_grade(completion: str) -> bool | None:
+    task = MBPPTask({"allow_code_execution": True, "timeout_s": 5})
+    problem = Problem(0, "mbpp/1", [], "", {"tests": ["assert sq(3) == 9", "assert sq(-2) == 4"], "setup": ""})
+    return task.grade(problem, completion).correct
+
+
+def test_mbpp_demo_after_a_correct_solution_does_not_fail_it() -> None:
+    good, wrong = "def sq(x):\n    return x * x", "def sq(x):\n    return x + x"
+    for demo in ("\nassert sq(2) == 5", "\nn = int(input())\nprint(sq(n))", "\nprint(sq(3), sq(", "\nexit()"):
+        assert _mbpp_grade(f"Here:\n```python\n{good}\n{demo}\n```") is True, demo
+        assert _mbpp_grade(f"Here:\n```python\n{wrong}\n{demo}\n```") is False, demo
+
+
+def test_livecodebench_call_demo_after_a_correct_solution_does_not_fail_it() -> None:
+    task = LiveCodeBenchTask({"allow_code_execution": True, "timeout_s": 5})
+    cases = [{"input": "[1, 2, 3]", "output": "6"}]
+    problem = Problem(0, "lcb/1", [], "", {"mode": "call", "func_name": "total", "cases": cases})
+    solution = "class Solution:\n    def total(self, nums: List[int]) -> int:\n        return {}\n"
+    for demo in ("assert Solution().total([1]) == 2", "print(Solution().total(list(map(int, input().split()))))"):
+        for body, expected in (("sum(nums)", True), ("max(nums)", False)):
+            completion = f"```python\n{solution.format(body)}\n{demo}\n```"
+            assert task.grade(problem, completion).correct is expected, (demo, body)

@@ -55,3 +55,26 @@ def test_shuffled_pairing_fails(humaneval: tuple[Task, list[Problem]]) -> None:
     passed = [p.problem_id for (p, _), g in zip(pairs, grades, strict=True) if g.correct]
     assert len(passed) <= 2, passed
     assert all(g.correct is not None for g in grades)
+
+
+DEMOS = {
+    "failing assert": "\n\n# Example usage\nassert {ep}(None) == 12345\n",
+    "input()": "\n\nargs = input('Enter: ')\nprint({ep}(args))\n",
+    "cut mid-line": "\n\n# Test the function\nprint({ep}([1, 2",
+    "unittest.main()": "\n\nimport unittest\n\nclass T(unittest.TestCase):\n    pass\n\nunittest.main()\n",
+}
+
+
+@pytest.mark.parametrize("demo", sorted(DEMOS))
+def test_example_usage_in_the_solution_block_does_not_decide(humaneval: tuple[Task, list[Problem]], demo: str) -> None:
+    """A chat answer's demo after the function (wrong asserts, input(), a cut line) is not graded."""
+    task, problems = humaneval
+    sample = problems[:12]
+    pairs = []
+    for p in sample:
+        tail = DEMOS[demo].format(ep=p.reference["entry_point"])
+        pairs.append((p, as_chat_answer(p, p.reference["canonical_solution"].rstrip() + tail)))
+        wrong = as_chat_answer(p, "    return None" + tail)  # a wrong function stays wrong
+        pairs.append((p, wrong))
+    grades = grade_all(task, pairs)
+    assert [g.correct for g in grades] == [True, False] * len(sample), [g.detail for g in grades]

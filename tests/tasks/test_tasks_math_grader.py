@@ -69,6 +69,11 @@ def test_extract_boxed_all_keeps_order() -> None:
         ("The answer is x = $5$.", "5"),
         ("The answer is (1, 2).", "(1, 2)"),
         ("The answer is 4. Wait, the answer is", "4"),  # the last statement with a value
+        # an adverb between the phrase and the value is not part of the value
+        ("My answer is therefore 12.", "12"),
+        ("The answer is thus $\\frac{1}{2}$.", "\\frac{1}{2}"),
+        ("The answer is simply **7**.", "7"),
+        ("Answer: therefore, 12", "12"),
     ],
 )
 def test_extract_math_answer_statements(text: str, expected: str | None) -> None:
@@ -144,6 +149,13 @@ def test_an_unstated_answer_is_none(text: str) -> None:
         ("x^2+1", "1+x^2"),
         ("\\text{Evelyn}", "Evelyn"),
         ("$\\dfrac{79}{173}$", "\\frac{79}{173}"),
+        # a number and its unit inside one \\text{} (math-verify alone reads the string "5cm")
+        ("5", "\\text{5 cm}"),
+        ("18", "\\text{18 inches}"),
+        ("1250", "\\textbf{1,250 dollars}"),
+        ("\\frac{5}{2}", "\\text{2.5 hours}"),
+        ("10\\text{ cm}", "\\mbox{10 cm}"),
+        ("\\text{5 cm}", "5"),
     ],
 )
 def test_equivalent_answers(reference: str, predicted: str) -> None:
@@ -159,6 +171,11 @@ def test_equivalent_answers(reference: str, predicted: str) -> None:
         ("x^2+1", "x^2-1"),
         ("\\sqrt{2}", "2"),
         ("(1, 2)", "(2, 1)"),
+        ("6", "\\text{5 apples}"),
+        # a phrase that qualifies the number, or a second number, is not a unit
+        ("5", "\\text{5 or more}"),
+        ("5", "\\text{5 or 6}"),
+        ("5", "\\text{5 to 6 cm}"),
     ],
 )
 def test_non_equivalent_answers(reference: str, predicted: str) -> None:
@@ -241,7 +258,8 @@ def test_grade_integer() -> None:
 @pytest.mark.parametrize(
     "completion",
     ["\\boxed{\\text{33}}", "\\boxed{\\textbf{33}}", "\\boxed{n = 33}", "\\boxed{m+n=33}", "\\boxed{\\$33}",
-     "**Final Answer:** 33", "The answer is **33**.", "Answer: 33 (from 3 + 30)."],
+     "**Final Answer:** 33", "The answer is **33**.", "Answer: 33 (from 3 + 30).", "\\boxed{\\text{33 ways}}",
+     "The answer is therefore 33."],
 )  # fmt: skip
 def test_grade_integer_accepts_how_models_write_33(completion: str) -> None:
     assert grade_integer(completion, 33).correct is True

@@ -128,6 +128,80 @@ def defines(code: str, name: str) -> bool:
     return re.search(rf"^(?:async\s+)?(?:def|class)\s+{re.escape(name)}\b", code, re.MULTILINE) is not None
 
 
+_DEFINITIONS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Import, ast.ImportFrom)
+_MAX_CUTS = 200  # prefixes tried on a program that does not parse (the cut is nearly always near the end)
+
+
+def _parse(code: str) -> ast.Module | None:
+    try:
+        return ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return None
+
+
+def _defines_any(tree: ast.Module, entry_points: Sequence[str]) -> bool:
+    return any(
+        isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef) and node.name in entry_points
+        for node in tree.body
+    )
+
+
+def strip_example_usage(code: str, entry_points: Sequence[str]) -> str:
+    """The solution of a function task without the example usage a model appends to it.
+
+    Chat models follow the function, in the same block, with a demo: prints, asserts
+    whose expected values they got wrong, ``input()``, ``unittest.main()``, or a line the
+    token limit cut mid-way. The task's tests call the function themselves, and the demo
+    is no part of the answer (as with a separate "Example usage:" block), so it must not
+    make a correct function fail. Top-level statements after the last def, class or import
+    are dropped, except assignments without calls (constants a function may read) and
+    assignments to a name the definitions read (a table built for the function). A
+    program that does not parse is first cut back to the longest prefix of whole
+    top-level statements that parses. Unchanged (graded as it is) when no version defines
+    one of ``entry_points``; not for stdin programs, whose top level is the program.
+    """
+    lines = code.split("\n")
+    tree = _parse(code)
+    if tree is None:
+        cuts = [i for i, line in enumerate(lines) if i and line[:1].strip() and not line.startswith("#")]
+        for cut in reversed(cuts[-_MAX_CUTS:]):
+            tree = _parse("\n".join(lines[:cut]))
+            if tree is not None:
+                lines = lines[:cut]
+                break
+    if tree is None or not _defines_any(tree, entry_points):
+        return code
+    last = max(i for i, node in enumerate(tree.body) if isinstance(node, _DEFINITIONS))
+    kept = lines[: tree.body[last].end_lineno]
+    read = _names_read(tree.body[: last + 1])
+    for node in tree.body[last + 1 :]:
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) and (
+            _names_assigned(node) & read or not any(isinstance(n, ast.Call) for n in ast.walk(node))
+        ):
+            kept += lines[node.lineno - 1 : node.end_lineno]
+    return "\n".join(kept).rstrip("\n")
+
+
+def _names_read(nodes: Sequence[ast.AST]) -> set[str]:
+    """Global names the definitions among ``nodes`` read (not their parameters or locals): a
+    table built after the function it serves (``SQUARES = [i * i for i in range(100)]``) is
+    part of the solution, not a demo."""
+    read: set[str] = set()
+    for node in nodes:
+        if not isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            continue
+        inside = list(ast.walk(node))
+        local = {n.arg for n in inside if isinstance(n, ast.arg)}
+        local |= {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
+        read |= {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - local
+    return read
+
+
+def _names_assigned(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> set[str]:
+    targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+    return {n.id for target in targets for n in ast.walk(target) if isinstance(n, ast.Name)}
+
+
 def humaneval_program(prompt: str, code: str, test: str, entry_point: str) -> str:
     """Prompt, solution, tests, ``check(entry_point)``.
 

@@ -28,6 +28,10 @@ _SENTENCE_END = re.compile(r"[.!?\n]")
 # where a plain-text answer stops: the end of its sentence (not a decimal point), a ';', a
 # parenthetical or a clause that explains it ("17 (since 2+15)", "5, which is prime")
 _ANSWER_END = re.compile(r"\.(?=\s|$)|;|\s\((?=[a-z]{2})|,\s+(?=[a-z]{2})|\s+(?:because|since|as|which|where|so)\b")
+# an adverb between the answer phrase and its value: "The answer is therefore 12."
+_LEAD_ADVERB = re.compile(
+    r"(?:therefore|thus|hence|then|simply|just|indeed|clearly|actually|exactly)\b,?[ \t]+", re.IGNORECASE
+)
 
 
 _BRACE = re.compile(r"(?<!\\)[{}]")  # not \{ or \}
@@ -95,6 +99,7 @@ def _stated_value(rest: str) -> str | None:
     s = rest.lstrip(" \t")
     if s.startswith("\n"):  # "Answer:\n17"
         s = s[1:].lstrip(" \t")
+    s = s[m.end() :] if (m := _LEAD_ADVERB.match(s)) else s
     if _BOLD.match(s):  # "The answer is **5**."
         s = s[2:].lstrip(" \t")
     for left, right in _MATH_DELIMITERS:
@@ -185,6 +190,15 @@ def _timeout_s() -> int | None:
 _LOOSE_FRAC = re.compile(r"\\[dt]?frac\s*(\{[^{}]*\}|[A-Za-z0-9])\s*(\{[^{}]*\}|[A-Za-z0-9])")
 
 
+# a number and its unit inside one text command ("\\text{5 cm}"), which math-verify reads as
+# the string "5cm"; it reads "5\\text{ cm}" as 5. The unit has no digits and is not a phrase
+# that qualifies the number ("\\text{5 or 6}", "\\text{5 or more}" stay unparsed).
+_TEXT_NUMBER_UNIT = re.compile(
+    r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{\s*([+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*"
+    r"(?!(?:or|and|to|plus|minus|times|less|more|than|at|over|divided|out|of|not)\b)([A-Za-z][A-Za-z .]*)\}"
+)
+
+
 def _brace(argument: str) -> str:
     return argument if argument.startswith("{") else "{" + argument + "}"
 
@@ -193,6 +207,8 @@ def _parse(answer: str) -> list:
     from math_verify import parse
 
     s = _LOOSE_FRAC.sub(lambda m: "\\frac" + _brace(m.group(1)) + _brace(m.group(2)), _strip_wrappers(answer))
+    if unit := _TEXT_NUMBER_UNIT.fullmatch(s):
+        s = f"{unit.group(1)}\\text{{ {unit.group(2).strip()}}}"
     return parse(f"${s}$", parsing_timeout=_timeout_s())
 
 
