@@ -71,7 +71,16 @@ def extract_program(text: str, entry_points: Sequence[str] = (), *, reads_stdin:
     3. Else the code after an unclosed ```python fence (the generation ran out), else the
        text before a stray closing fence, else the whole text (a bare function body, in the
        classic completion format).
+
+    With ``entry_points``, example usage the model wrote after the solution in the same
+    block is dropped as well (:func:`strip_example_usage`).
     """
+    program = _fenced_program(text, entry_points, reads_stdin)
+    return strip_example_usage(program, entry_points) if entry_points else program
+
+
+def _fenced_program(text: str, entry_points: Sequence[str], reads_stdin: bool) -> str:
+    """:func:`extract_program`'s steps 1-3."""
     fences = list(_FENCE.finditer(text))
     blocks = [(fence.group(1), fence.group(2)) for fence in fences]
     unclosed = _unclosed_block(text, fences[-1].end() if fences else 0)

@@ -20,14 +20,7 @@ from presto.tasks.base import (
     chat_template_kwargs_from,
     cut_at_stop,
 )
-from presto.tasks.code_grader import (
-    extract_program,
-    functions_under_test,
-    grade_job,
-    humaneval_program,
-    mbpp_program,
-    strip_example_usage,
-)
+from presto.tasks.code_grader import extract_program, functions_under_test, grade_job, humaneval_program, mbpp_program
 from presto.tasks.data import load_rows, require
 from presto.tasks.prompts import humaneval_prompt, livecodebench_prompt, mbpp_prompt
 from presto.tasks.sandbox import SandboxLimits, warn_code_execution
@@ -90,10 +83,7 @@ class HumanEvalTask(_CodeTask):
 
     def grade(self, problem: Problem, completion: str) -> Grade:
         ref = problem.reference
-        entry_points = (ref["entry_point"],)
-        code = strip_example_usage(
-            extract_program(cut_at_stop(completion, self.stop_strings), entry_points), entry_points
-        )
+        code = extract_program(cut_at_stop(completion, self.stop_strings), (ref["entry_point"],))
         program = humaneval_program(ref["prompt"], code, ref["test"], ref["entry_point"])
         return grade_job({"kind": "script", "code": program}, code, self.limits, self.allow_code_execution)
 
@@ -135,9 +125,7 @@ class MBPPTask(_CodeTask):
 
     def grade(self, problem: Problem, completion: str) -> Grade:
         entry_points = functions_under_test(problem.reference["tests"])
-        code = strip_example_usage(
-            extract_program(cut_at_stop(completion, self.stop_strings), entry_points), entry_points
-        )
+        code = extract_program(cut_at_stop(completion, self.stop_strings), entry_points)
         program = mbpp_program(problem.reference["setup"], code, problem.reference["tests"])
         return grade_job({"kind": "script", "code": program}, code, self.limits, self.allow_code_execution)
 
@@ -221,8 +209,7 @@ class LiveCodeBenchTask(_CodeTask):
         ref = problem.reference
         text = cut_at_stop(completion, self.stop_strings)
         if ref["mode"] == "call":  # the judge calls Solution().<func_name>, or <func_name> itself
-            entry_points = ("Solution", ref["func_name"])
-            code = strip_example_usage(extract_program(text, entry_points), entry_points)
+            code = extract_program(text, ("Solution", ref["func_name"]))
         else:
             code = extract_program(text, reads_stdin=True)
         job = {"kind": ref["mode"], "code": code, "cases": ref["cases"], "func_name": ref["func_name"]}
