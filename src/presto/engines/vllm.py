@@ -267,7 +267,7 @@ class VLLMEngine(ChatText, Engine):
             "seed": 0,
         }
         if self.kv_cache_memory_bytes is not None:
-            llm_kwargs["kv_cache_memory_bytes"] = int(self.kv_cache_memory_bytes)
+            llm_kwargs["kv_cache_memory_bytes"] = self.kv_cache_memory_bytes
         pin_float32_dots(cfg["dtype"])
         before = set(LogZRecorder.instances)
         self._llm = self._build_llm(llm_kwargs)
