@@ -105,3 +105,35 @@ def test_recorder_records_each_row_once_whatever_its_chunking(logits, device):
         record = recorder.pop(f"r{row}")
         assert record.lse1 == lse1 * 2 and record.entropy == entropy * 2 and record.lse_t == lse_t * 2
     assert recorder.pop("r2") is None
+
+
+def test_a_step_reads_nothing_back_from_the_device(logits):
+    """On a GPU a host read in ``apply`` would stall every decode step; on the meta device any read fails."""
+    recorder = LogZRecorder(None, torch.device("meta"), False)
+    sets = {0: (0.25,), 1: (0.5, 0.25), 2: (0.25,), 3: (0.25,)}
+    recorder.update_state(_Batch([(row, _Params(f"r{row}", t)) for row, t in sets.items()]))
+    step = torch.empty((4, logits.shape[1]), device="meta")
+    for _ in range(3):
+        assert recorder.apply(step) is step
+    assert [keys for keys, _ in recorder.pending] == [["r0", "r2", "r3"], ["r1"]] * 3
+
+
+def test_records_are_handed_over_with_every_step_so_far(logits):
+    recorder = LogZRecorder(None, torch.device("cpu"), False)
+    recorder.update_state(_Batch([(0, _Params("a", (0.25,))), (1, _Params("b", (0.25,)))]))
+    recorder.apply(logits[:2])
+    first = recorder.pop("a")
+    assert len(first.lse1) == 1 and not recorder.pending
+    recorder.apply(logits[2:4])  # "a" was handed over: its row of this step belongs to nobody
+    second = recorder.pop("b")
+    lse1, entropy, lse_t = row_statistics(logits[[1, 3]], (0.25,))
+    assert (second.lse1, second.entropy, second.lse_t) == (lse1, entropy, lse_t)
+
+
+def test_consecutive_rows_are_taken_as_a_view(logits):
+    """A list index on a CUDA tensor waits for the stream; vLLM's condensed batch gives consecutive rows."""
+    from presto.engines.vllm_recorder import _take_rows
+
+    view = _take_rows(logits, [2, 3, 4])
+    assert view.data_ptr() == logits[2].data_ptr() and torch.equal(view, logits[2:5])
+    assert torch.equal(_take_rows(logits, [0, 2, 3]), logits[[0, 2, 3]])

@@ -17,6 +17,11 @@ Results leave through the instance, in this process: the engine runs vLLM in-pro
 :data:`LogZRecorder.instances`. Requests name themselves with ``extra_args[KEY]``; rows
 without a key (someone else's requests) are left alone.
 
+Each step's numbers stay on the logits' device until a record is handed over
+(:meth:`LogZRecorder.pop`), and then travel to the host for all steps at once: a host read
+in every step's ``apply`` would make the CPU wait for the step's forward pass on a GPU,
+before it could queue the sampler's kernels.
+
 The processor also samples the KV-cache usage at every step, through a probe the engine
 installs. vLLM's ``kv_cache_usage_perc`` gauge reads 0 once ``generate`` has returned
 (finished requests free their blocks), so the peak of a call must be taken during the
@@ -58,6 +63,9 @@ class LogZRecorder(LogitsProcessor):
     def __init__(self, vllm_config: Any, device: torch.device, is_pin_memory: bool) -> None:
         self.rows: dict[int, tuple[str, tuple[float, ...]]] = {}  # batch row -> (key, temperatures)
         self.records: dict[str, RowRecord] = {}
+        # Per step and temperature group: the requests' keys in row order and their statistics
+        # table, still on the logits' device (moved to the host by _flush).
+        self.pending: list[tuple[list[str], torch.Tensor]] = []
         self.usage_probe: Callable[[], float] | None = None
         self.peak_usage = 0.0
         # On the CPU, small chunks keep the float64 temporaries in cache (see chunked_statistics).
@@ -115,17 +123,33 @@ class LogZRecorder(LogitsProcessor):
         for row in order:
             groups.setdefault(self.rows[row][1], []).append(row)
         for temperatures, rows in groups.items():
-            lse1, entropy, lse_t = chunked_statistics(logits, rows, temperatures, self.chunk_rows, self.pad_chunks)
-            for j, row in enumerate(rows):
-                record = self.records[self.rows[row][0]]
-                record.lse1.append(lse1[j])
-                record.lse_t.append(lse_t[j])
-                record.entropy.append(entropy[j])
+            table = chunked_table(logits, rows, temperatures, self.chunk_rows, self.pad_chunks)
+            self.pending.append(([self.rows[row][0] for row in rows], table))
         return logits
 
     def pop(self, key: str) -> RowRecord | None:
-        """Hand over (and forget) the record of request ``key``."""
+        """Hand over (and forget) the record of request ``key``, with every step recorded so far."""
+        self._flush()
         return self.records.pop(key, None)
+
+    def _flush(self) -> None:
+        """Append the pending steps' statistics to their records, with one device-to-host copy."""
+        if not self.pending:
+            return
+        values = torch.cat([table.flatten() for _, table in self.pending]).tolist()
+        offset = 0
+        for keys, table in self.pending:
+            width = table.shape[1]
+            for key in keys:
+                row = values[offset : offset + width]
+                offset += width
+                record = self.records.get(key)
+                if record is None:  # a step after its record was handed over: nobody's any more
+                    continue
+                record.lse1.append(row[0])
+                record.entropy.append(row[1])
+                record.lse_t.append(row[2:])
+        self.pending.clear()
 
 
 CHUNK_ROWS = 8
@@ -147,7 +171,18 @@ def chunked_statistics(
     chunk_rows: int = CHUNK_ROWS,
     pad: bool = False,
 ) -> tuple[list, list, list]:
-    """:func:`row_statistics` of the given rows of ``logits``, ``chunk_rows`` rows at a time.
+    """:func:`chunked_table` as (lse1, entropy, lse_t) lists on the host."""
+    return _split_table(chunked_table(logits, rows, temperatures, chunk_rows, pad).tolist())
+
+
+def chunked_table(
+    logits: torch.Tensor,
+    rows: list[int],
+    temperatures: tuple[float, ...],
+    chunk_rows: int = CHUNK_ROWS,
+    pad: bool = False,
+) -> torch.Tensor:
+    """:func:`statistics_table` of the given rows of ``logits``, ``chunk_rows`` rows at a time.
 
     A few rows at a time on the CPU: the float64 temporaries of 8 full-vocabulary rows stay
     in cache, while a 140-row pass spent most of its time allocating and faulting in fresh
@@ -155,23 +190,33 @@ def chunked_statistics(
     first row, so that every chunk has the same shape (what an accelerator needs for a
     row's numbers not to depend on how many rows share its step); the copies are dropped.
     Its width is also padded to a multiple of :data:`PAD_COLUMNS` with ``-inf`` logits,
-    which add exact zeros to every sum (see :func:`row_statistics`). The chunks' numbers
-    stay on the logits' device until all are done, then travel to the host at once: one
-    host sync per step on an accelerator, not one per chunk and statistic.
+    which add exact zeros to every sum (see :func:`row_statistics`). The table stays on the
+    logits' device.
     """
     parts = []
     for start in range(0, len(rows), chunk_rows):
         chunk = rows[start : start + chunk_rows]
-        if pad:
-            chunk = chunk + chunk[:1] * (chunk_rows - len(chunk))
-        block = logits[chunk]
+        block = _take_rows(logits, chunk)
+        if pad and len(chunk) < chunk_rows:
+            block = torch.cat([block, block[:1].expand(chunk_rows - len(chunk), -1)])
         if pad and block.shape[-1] % PAD_COLUMNS:
             extra = PAD_COLUMNS - block.shape[-1] % PAD_COLUMNS
             block = torch.nn.functional.pad(block, (0, extra), value=float("-inf"))
-        parts.append(statistics_table(block, temperatures)[: min(chunk_rows, len(rows) - start)])
+        parts.append(statistics_table(block, temperatures)[: len(chunk)])
     if not parts:
-        return [], [], []
-    return _split_table(torch.cat(parts).tolist())
+        return torch.empty((0, 2 + len(temperatures)), dtype=torch.float64, device=logits.device)
+    return torch.cat(parts)
+
+
+def _take_rows(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
+    """``logits[rows]``; a slice (a view) when the rows are consecutive, as vLLM's condensed batch keeps them.
+
+    Indexing a CUDA tensor with a Python list first copies the index from pageable host
+    memory, which waits for the stream: a host sync per chunk and step. A slice needs no index.
+    """
+    if rows == list(range(rows[0], rows[0] + len(rows))):
+        return logits[rows[0] : rows[0] + len(rows)]
+    return logits[rows]
 
 
 MAX_POWER = 16
