@@ -44,7 +44,19 @@ def ramped_alpha(alpha: float, tokens: int, ramp_tokens: int) -> float:
 
 
 def normalized_weights(log_weights: np.ndarray) -> np.ndarray:
-    shifted = np.exp(log_weights - np.max(log_weights))
+    """Weights summing to 1; a particle of log-weight -inf gets 0.
+
+    Refuses a population with a NaN weight or no finite maximum (every weight zero, or an
+    infinite one): its normalized weights would be NaN, the ESS test would never resample
+    and the answer would silently be the last particle.
+    """
+    top = np.max(log_weights)
+    if np.isnan(log_weights).any() or not np.isfinite(top):
+        raise ValueError(
+            "Power-SMC weights are undefined (a NaN weight, or no particle with a finite one): "
+            "the engine returned a non-finite log p0 or log q_tau"
+        )
+    shifted = np.exp(log_weights - top)
     return shifted / shifted.sum()
 
 

@@ -15,8 +15,9 @@ effect), as in the paper's Case Study 3.
 A margin of 0.2 SDs is undefined when the baseline has no spread (every unit has the same
 value, e.g. chains that all reach the same answer): such a test is reported as undefined
 (``p_eq`` NaN, not equivalent) rather than "not equivalent". Spreads below rounding
-(``SD_TOLERANCE`` relative to the values) count as none, so the verdict does not hang on
-the last bits of an average.
+(``SD_TOLERANCE`` relative to the values), of the baseline or of the differences, count as
+none, so the verdict does not hang on the last bits of an average: equal per-unit values
+reached through another summation order are an exact pair, as identical values are.
 
 Several pairs (datasets, models) are pooled with a fixed-effect average of standardized
 mean differences (each pair's mean difference and standard error divided by its baseline
@@ -144,15 +145,21 @@ def paired_tost(
         raise ValueError(f"a paired t-test needs at least 2 pairs, got {a.shape[0]}")
     if not (np.all(np.isfinite(a)) and np.all(np.isfinite(b))):
         raise ValueError("paired samples must be finite")
+    if margin is None and not margin_sd >= 0:  # `not >=` also refuses NaN
+        raise ValueError(f"the margin in baseline SDs must be >= 0, got {margin_sd}")
     d = b - a
     n = int(d.shape[0])
     mean, sd = float(d.mean()), float(d.std(ddof=1))
+    # Differences that are equal up to rounding (the same values summed in another order)
+    # are an exact pair: a spread of ~1e-17 would otherwise give it a pooled weight of ~1e34.
+    if sd <= SD_TOLERANCE * max(1.0, float(np.abs(a).max()), float(np.abs(b).max())):
+        sd = 0.0
     se = sd / math.sqrt(n)
     baseline_sd = float(a.std(ddof=1))
     if baseline_sd <= SD_TOLERANCE * max(1.0, float(np.abs(a).max())):
         baseline_sd = 0.0
     delta = margin_sd * baseline_sd if margin is None else float(margin)
-    if delta < 0:
+    if not delta >= 0:  # a NaN margin would read as "undefined: no baseline spread"
         raise ValueError(f"the margin must be >= 0, got {delta}")
     t_lower, p_lower, t_upper, p_upper = _one_sided(mean, se, delta, n - 1)
     half = float(stats.t(n - 1).ppf(1 - level)) * se
@@ -194,6 +201,8 @@ def pooled_tost(
     from scipy import stats
 
     check_level(level)
+    if not margin_sd >= 0:  # `not >=` also refuses NaN
+        raise ValueError(f"the margin in baseline SDs must be >= 0, got {margin_sd}")
     if not results:
         raise ValueError("pooling needs at least one pair")
     usable = [r for r in results if r.baseline_sd > 0]
