@@ -45,12 +45,17 @@ def node_feature_names() -> frozenset[str]:
     return frozenset(node_features(probe, 1, 0, 2, 0))
 
 
-def resolve_features(spec: Iterable[str]) -> tuple[str, ...]:
+def resolve_features(spec: Iterable[str] | str | None) -> tuple[str, ...]:
     """Expand set names (cut, tree, likelihood, entropy) and raw feature names, in order, once each.
 
     An unknown name is a ValueError that lists the valid ones (a typo would otherwise only
-    surface after every trees.jsonl has been read).
+    surface after every trees.jsonl has been read). A single string is one name: Hydra
+    reads ``features=cut`` as the string "cut", not as a list of its letters.
     """
+    if spec is None:
+        spec = ()
+    elif isinstance(spec, str):
+        spec = (spec,)
     names: list[str] = []
     unknown: list[str] = []
     for item in map(str, spec):

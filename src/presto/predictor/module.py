@@ -169,11 +169,12 @@ def fit_classifier(
 
     scaled = (weights / max(weights[train_idx].mean(), 1e-300)).astype(np.float32)
 
-    def loader(idx: np.ndarray, shuffle: bool) -> DataLoader:
+    def loader(idx: np.ndarray, shuffle: bool, full_batch: bool = False) -> DataLoader:
         data = TensorDataset(
             torch.from_numpy(features[idx]), torch.from_numpy(labels[idx]), torch.from_numpy(scaled[idx])
         )
-        size = len(idx) if settings.batch_size is None else min(int(settings.batch_size), len(idx))
+        whole = full_batch or settings.batch_size is None
+        size = len(idx) if whole else min(int(settings.batch_size), len(idx))
         return DataLoader(data, batch_size=max(1, size), shuffle=shuffle)
 
     callbacks: list[L.Callback] = []
@@ -196,7 +197,9 @@ def fit_classifier(
     trainer.fit(
         module,
         train_dataloaders=loader(train_idx, shuffle=settings.batch_size is not None),
-        val_dataloaders=loader(val_idx, shuffle=False) if n_val else None,
+        # One validation batch: Lightning averages a logged value over batches by their node
+        # counts, not their weights, so with several batches val_loss was not the weighted loss.
+        val_dataloaders=loader(val_idx, shuffle=False, full_batch=True) if n_val else None,
     )
     module.eval()
     module.validation = validation  # not a hyperparameter: how this fit was made, not what it serves

@@ -62,10 +62,22 @@ class ModelSettings:
     patience: int = 10
 
     def __post_init__(self) -> None:
-        if any(int(h) < 1 for h in self.hidden):
+        # Types first: a wrong one would otherwise pass these checks and fail only once training
+        # runs (after the trees were read), a fractional max_epochs as a Lightning AssertionError.
+        if any(isinstance(h, bool) or not isinstance(h, int) or h < 1 for h in self.hidden):
             raise ValueError(f"predictor.hidden must hold positive layer widths, got {list(self.hidden)}")
-        if self.l2 < 0 or self.learning_rate <= 0 or self.max_epochs < 1:
-            raise ValueError("predictor.l2 must be >= 0, learning_rate > 0, max_epochs >= 1")
+        for key in ("l2", "learning_rate", "val_fraction"):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int | float):
+                raise ValueError(f"predictor.{key} must be a number, got {value!r}")
+        for key, least in (("max_epochs", 1), ("patience", 0)):
+            value = getattr(self, key)
+            if isinstance(value, bool) or not isinstance(value, int) or value < least:
+                raise ValueError(f"predictor.{key} must be an integer >= {least}, got {value!r}")
+        if self.optimizer not in ("lbfgs", "adam"):
+            raise ValueError(f"predictor.optimizer must be 'lbfgs' or 'adam', got {self.optimizer!r}")
+        if self.l2 < 0 or self.learning_rate <= 0:
+            raise ValueError("predictor.l2 must be >= 0, learning_rate > 0")
         if not 0.0 <= self.val_fraction < 1.0:
             raise ValueError(f"predictor.val_fraction must be in [0, 1), got {self.val_fraction}")
         # null means full batch; 0 or a negative size is a mistake, not a request for size 1.
@@ -500,7 +512,10 @@ def run_training(cfg, out_dir: Path | None = None) -> dict[str, Any]:
         if isinstance(cfg[key], bool) or not isinstance(cfg[key], kind):
             raise ConfigError(f"{key} must be {what}, got {cfg[key]!r}")
     try:
-        settings = ModelSettings(**{**model_cfg, "hidden": tuple(model_cfg.get("hidden") or ())})
+        hidden = model_cfg.get("hidden") or ()
+        if not isinstance(hidden, list | tuple):  # predictor.hidden=16: tuple(16) would say "'int' ... not iterable"
+            raise ValueError(f"predictor.hidden must be a list of layer widths (e.g. [32] or [32,32]), got {hidden!r}")
+        settings = ModelSettings(**{**model_cfg, "hidden": tuple(hidden)})
         names = resolve_features(cfg.features)
         epsilon = float(cfg.epsilon)
         if not 0.0 < epsilon < 0.5:
