@@ -110,8 +110,14 @@ def test_cut_law_edge_cases():
     law0 = cut_law(np.array([0.5, 1.5, 1.0, 3.0]), 0.0, 0.0)  # beta = 0: indicator of an increase
     np.testing.assert_allclose(law0, [0, 0.5, 0, 0.5], atol=1e-15)
     np.testing.assert_allclose(cut_law(np.array([0.5, 1.5, 1.0, 3.0]), 4.0, 1.0), 0.25)  # PowerMH's law
-    huge = cut_law(np.array([0.0, 1.0, 0.0, 1.0 + 1e-9]), 1e6, 0.0)  # large beta: no overflow, no NaN
-    assert np.all(np.isfinite(huge)) and huge[3] > 0.5
+    # Large beta: jumps above 1 would overflow (inf / inf = NaN) and jumps below 1 would underflow
+    # to all-zero weights (a wrong uniform fallback) without the scaling by the largest jump; jumps
+    # of exactly 1 would do neither, so both sides are checked, against the law's closed form.
+    for jump in (2.0, 0.5):
+        high = jump * (1 + 1e-7)
+        ratio = (jump / high) ** 1e6  # w_1 / w_3, about exp(-0.1)
+        huge = cut_law(np.array([0.0, jump, 0.0, high]), 1e6, 0.0)
+        np.testing.assert_allclose(huge, [0, ratio / (1 + ratio), 0, 1 / (1 + ratio)], rtol=1e-12, atol=0)
 
 
 def test_cut_inverts_the_cdf_and_never_picks_a_zero_probability_cut(model):
@@ -128,6 +134,17 @@ def test_cut_inverts_the_cdf_and_never_picks_a_zero_probability_cut(model):
         if seq[:2] == (0, 1):  # the grid frequencies are the law, up to the grid step
             freq = np.bincount([invert_cut_cdf(kernel.cut_law(state), u) for u in grid], minlength=4) / grid.size
             np.testing.assert_allclose(freq, law, atol=1.0 / grid.size + 1e-12)
+
+
+def test_a_cut_outside_the_states_law_is_refused_not_accepted(model):
+    """decide() at a cut of probability 0 under x's law: log p_x(c) = -inf would make the ratio
+    +inf and accept a move the kernel never proposes; the traversals validate cuts before
+    deciding, so reaching it is a caller's bug, and it must say so."""
+    kernel = EntropyCut(ALPHA, TAU, beta=4.0, uniform_mix=0.0)
+    x, y = (0, 0, 0, 0), (2, 2, 2, 0)  # x cuts only at 1; y never rises, so its law is uniform
+    assert kernel.cut_law(model.state(x))[0] == 0 and kernel.cut_law(model.state(y))[0] > 0
+    with pytest.raises(ValueError, match="probability 0"):
+        kernel.decide(model.state(x), 0, [model.suffix(y, 0)], FixedInputs(accept_uniform=0.999))
 
 
 def kernel_matrix(model: ToyModel, kernel: EntropyCut, length: int) -> tuple[list[tuple[int, ...]], np.ndarray]:

@@ -5,12 +5,16 @@ block extension at tau, then K applications of the kernel matrix
 P(x -> y) = sum_c 1/T q_tau(y_{c:} | x_{:c}) A(x, y; c) for y sharing x's first c tokens,
 with the rejected mass on the diagonal. A chi-square test must accept that law for the
 simulated chains and reject wrong ones (the target pi_alpha itself before convergence, and
-the kernel that drops the proposal correction q(x|y)/q(y|x)).
+the kernel that drops the proposal correction q(x|y)/q(y|x)). The chi-square cannot see
+every wrong kernel (one that never cuts at T-1, or that drops one token of the reverse
+proposal, is pi_alpha-invariant too, or close to the law after K steps), so PowerMH's own
+cut() and decide() are also enumerated into the one-step matrix and compared with P exactly.
 """
 
 from __future__ import annotations
 
 import itertools
+import math
 
 import numpy as np
 import pytest
@@ -21,9 +25,10 @@ from presto.engines.toy import ToyEngine
 from presto.prefetch.presto import PrefetchStepper
 from presto.prefetch.traversal import BreadthFirst
 from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain
-from presto.samplers.powermh import PowerMH
+from presto.samplers.powermh import PowerMH, uniform_cut
 from presto.samplers.randomness import ChainKey
 from tests.conftest import write_toy_table
+from tests.toy_model import FixedInputs, ToyModel
 
 VOCAB, N, K, ALPHA, TAU = 3, 4, 5, 2.0, 0.5
 CHAINS = 3000
@@ -143,3 +148,40 @@ def test_kernel_matrix_is_stochastic_and_leaves_target_invariant(engine):
     np.testing.assert_allclose(matrix.sum(axis=1), 1.0, atol=1e-12)
     target = np.array([exact.target()[s] for s in states])
     np.testing.assert_allclose(target @ matrix, target, atol=1e-12)
+
+
+def test_uniform_cut_is_the_uniform_law_on_every_cut():
+    for length in (1, 2, 3, 5, 8):
+        grid = (np.arange(64 * length) + 0.5) / (64 * length)  # 64 midpoints per cut's interval
+        counts = np.bincount([uniform_cut(length, float(u)) for u in grid], minlength=length)
+        assert counts.tolist() == [64] * length
+        assert uniform_cut(length, 0.0) == 0 and uniform_cut(length, 1.0 - 2.0**-53) == length - 1
+    with pytest.raises(ValueError, match="at least one generated token"):
+        uniform_cut(0, 0.5)  # not cut -1, which would splice a suffix onto the state's last token
+
+
+@pytest.mark.parametrize("length", [3, N])
+def test_one_step_kernel_is_the_exact_kernel(engine, length):
+    """P(x -> y) from PowerMH's cut() on a grid of uniforms and its decide() equals ExactLaw's P."""
+    exact, model, kernel = ExactLaw(engine), ToyModel(engine), PowerMH(ALPHA, TAU)
+    states, reference = exact.kernel(length)
+    index = {s: i for i, s in enumerate(states)}
+    grid = (np.arange(60 * length) + 0.5) / (60 * length)
+    matrix = np.zeros_like(reference)
+    for x in states:
+        current = model.state(x)
+        cuts = [kernel.cut(current, FixedInputs(cut_uniform=float(u))) for u in grid]
+        cut_law = np.bincount(cuts, minlength=length) / grid.size
+        for c in range(length):
+            for tail in itertools.product(range(VOCAB), repeat=length - c):
+                suffix = model.suffix(x[:c] + tail, c)
+                decision = kernel.decide(current, c, [suffix], FixedInputs())
+                assert tuple(decision.proposal.tokens) == x[:c] + tail
+                proposed = cut_law[c] * math.exp(suffix.logq.sum())
+                move = proposed * math.exp(decision.log_accept)
+                matrix[index[x], index[x[:c] + tail]] += move
+                matrix[index[x], index[x]] += proposed - move
+    np.testing.assert_allclose(matrix, reference, rtol=0, atol=1e-12)
+    _, target = model.target(length, alpha=ALPHA)
+    flow = target[:, None] * matrix
+    np.testing.assert_allclose(flow, flow.T, rtol=0, atol=1e-12)

@@ -16,12 +16,14 @@ import pytest
 from scipy import stats
 
 from presto.config import ConfigError
+from presto.engines.base import SuffixResult
 from presto.engines.toy import ToyEngine
 from presto.prefetch.presto import PrefetchStepper
 from presto.prefetch.traversal import BreadthFirst
 from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain
 from presto.samplers.multitry import DEFAULT_TEMPERATURES, MultiTryMH
 from presto.samplers.randomness import ChainKey
+from presto.samplers.state import ChainState
 from tests.conftest import run_cli, toy_args, write_toy_table
 from tests.test_law import chi_square_pvalue
 from tests.toy_model import CachedToyEngine, FixedInputs, ToyModel, cli_chains
@@ -58,10 +60,11 @@ def test_requests_are_2m_minus_1_suffixes_of_the_shared_prefix(table):
     kernel = MultiTryMH(ALPHA, TAU)
     state = model.state((0, 2, 1, 1), TEMPS)
     prompt = [7, 8]
-    picks = []
+    picks, cuts = [], []
     for transition in range(1500):
         inputs = ChainKey(5, 0, 0).decision(0, transition)
         cut = kernel.cut(state, inputs)
+        cuts.append(cut)
         requests = kernel.requests(prompt, state, cut, inputs)
         assert len(requests) == 7
         assert requests == kernel.requests(prompt, state, cut, ChainKey(5, 0, 0).decision(0, transition))
@@ -72,6 +75,9 @@ def test_requests_are_2m_minus_1_suffixes_of_the_shared_prefix(table):
             picks.append(TEMPS.index(r.temperature))
     counts = np.bincount(picks, minlength=3)
     assert stats.chisquare(counts).pvalue > 1e-3  # each try's temperature is uniform on the set
+    # The cut is uniform on {0, ..., T-1}: a law that skipped a cut would still leave pi_alpha
+    # invariant, so the chain-law test could not see it.
+    assert stats.chisquare(np.bincount(cuts, minlength=4)).pvalue > 1e-3
 
 
 def kernel_matrix(mixture: MixtureModel, kernel: MultiTryMH, length: int):
@@ -164,6 +170,45 @@ def test_closed_form_m2_kernel_matches_the_kernel_and_has_power(tmp_path):
     _, wrong = exact_m2_matrix(mixture, 3, reference_current=False)
     wrong_flow = target[:, None] * wrong
     assert np.abs(wrong_flow - wrong_flow.T).max() > 1e-4  # detailed balance catches a wrong rule
+
+
+def test_weights_of_long_suffixes_are_computed_in_log_space():
+    """1000-token suffixes at alpha=4: log w is about -4500, far outside float range.
+
+    The toy kernels above have |log w| of a few nats, where exponentiating raw values works;
+    here every suffix shares one long per-token profile and differs from the others by a few
+    nats, so the selection law and the acceptance are moderate numbers that only a log-space
+    computation gets (the reference uses logaddexp alone).
+    """
+    rng = np.random.default_rng(7)
+    length, m, alpha = 1000, 4, 4.0
+    kernel = MultiTryMH(alpha, 1 / alpha, num_candidates=m)
+    j = len(kernel.temperatures)
+    base_p0, base_q = -rng.uniform(0.5, 2.5, length), -rng.uniform(0.5, 2.5, (length, j))
+
+    def suffix(q_drop: float) -> SuffixResult:
+        logp0, logq_extra = base_p0.copy(), base_q.copy()
+        logp0[0] -= rng.uniform(0, 1)
+        logq_extra[1] -= rng.uniform(0, 3, j) + q_drop
+        return SuffixResult(rng.integers(0, 50, length), logp0, logq_extra[:, 0], np.zeros(length), logq_extra)
+
+    # x's suffix is unlikely under the proposal (a heavy weight), so the acceptance is below 1.
+    results, current = [suffix(0.0) for _ in range(2 * m - 1)], suffix(4.0)
+    state = ChainState.empty(j).splice(0, current)
+    log_w = np.array(
+        [alpha * r.logp0.sum() - np.logaddexp.reduce(r.logq_extra.sum(axis=0)) + math.log(j) for r in results]
+        + [alpha * current.logp0.sum() - np.logaddexp.reduce(current.logq_extra.sum(axis=0)) + math.log(j)]
+    )
+    assert log_w.max() < -3000  # exp(log w) is 0.0 for every suffix
+    expected = min(0.0, np.logaddexp.reduce(log_w[:m]) - np.logaddexp.reduce(log_w[m:]))
+    assert -5 < expected < -0.5  # a move accepted with probability well inside (0, 1)
+    selection = np.exp(log_w[:m] - np.logaddexp.reduce(log_w[:m]))
+    cdf = np.cumsum(selection)
+    for k in range(m):
+        lower = cdf[k - 1] if k else 0.0
+        decision = kernel.decide(state, 0, results, FixedInputs(selection_uniform=float((lower + cdf[k]) / 2)))
+        np.testing.assert_array_equal(decision.proposal.tokens, results[k].tokens)
+        assert decision.log_accept == pytest.approx(expected, abs=1e-9)
 
 
 LAW_CHAINS = 500

@@ -21,8 +21,9 @@ the first c generated tokens and resamples positions c..T-1 from q_tau (as Power
 The cut is ``c = min{c : CDF(c) > u * CDF(T-1)}`` for the decision's retained uniform u
 (inversion of the CDF; cuts of probability zero are never chosen). Numerics: jumps are
 divided by the largest one before the power (the normalized law is unchanged, and large
-beta cannot overflow); a rise whose (rise / largest) ** beta underflows below ~1e-308
-then weighs zero, which keeps the law a function of the state alone (the chain stays exact).
+beta cannot overflow); a rise whose (rise / largest) ** beta is below the smallest double
+(~5e-324; subnormal weights down to there are kept) then weighs zero, which keeps the law a
+function of the state alone (the chain stays exact).
 
 Acceptance
 ----------
@@ -133,10 +134,13 @@ class EntropyCut(Kernel):
 
     def log_ratio(self, state: ChainState, proposal: ChainState, cut: int) -> float:
         """log of the acceptance ratio: the suffix MH ratio plus log p_y(c) - log p_x(c)."""
+        log_forward_cut = self.log_cut_probability(state, cut)
+        if log_forward_cut == -math.inf:
+            # The ratio would be +inf: a move this state never proposes would always be accepted.
+            raise ValueError(f"cut {cut} has probability 0 under the state's cut law; it is not this state's move")
         log_reverse_cut = self.log_cut_probability(proposal, cut)
         if log_reverse_cut == -math.inf:
             return -math.inf  # y cannot cut at c, so the move can never be reversed
-        log_forward_cut = self.log_cut_probability(state, cut)
         return suffix_log_ratio(self.alpha, state, proposal, cut) + log_reverse_cut - log_forward_cut
 
     def decide(self, state: ChainState, cut: int, results: Sequence[SuffixResult], inputs: DecisionInputs) -> Decision:

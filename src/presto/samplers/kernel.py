@@ -31,7 +31,7 @@ class Decision:
     state: ChainState  # the next state (the proposal if accepted, else the old state)
     proposal: ChainState  # the candidate the decision was about
     accepted: bool
-    log_accept: float  # log A, in (-inf, 0]
+    log_accept: float  # log A, in [-inf, 0]: -inf when the move can never be accepted (or the ratio is NaN)
 
 
 def metropolis_accept(log_ratio: float, uniform: float) -> tuple[bool, float]:

@@ -12,6 +12,8 @@ from presto.samplers.state import ChainState
 
 def uniform_cut(length: int, uniform: float) -> int:
     """c ~ Unif{0, ..., T-1} by inverting its CDF: c = floor(u * T)."""
+    if length < 1:  # T = 0 would give c = -1, a negative cut that slices the state from its end
+        raise ValueError("a uniform cut needs a state with at least one generated token")
     return min(int(uniform * length), length - 1)
 
 
