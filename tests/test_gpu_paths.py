@@ -207,6 +207,33 @@ def test_recorder_statistics_on_a_gpu_are_the_same_bits_in_any_batch(vocab):
         np.testing.assert_allclose(np.asarray(got), np.asarray(want), rtol=0, atol=1e-10)
 
 
+@pytest.mark.gpu
+def test_the_recorder_never_waits_for_the_gpu_within_a_step():
+    """A host sync in ``apply`` stalls every decode step; CUDA's sync debug mode turns one into an error."""
+    if not torch.cuda.is_available():
+        pytest.skip("needs a CUDA GPU")
+    from presto.engines.vllm_recorder import KEY, TEMPERATURES, LogZRecorder, row_statistics
+
+    recorder = LogZRecorder(None, torch.device("cuda"), False)
+    params = [SimpleNamespace(extra_args={KEY: f"r{i}", TEMPERATURES: (0.25, 0.5, 1.0)}) for i in range(40)]
+    recorder.update_state(
+        SimpleNamespace(removed=[], moved=[], added=[(i, p, None, None) for i, p in enumerate(params)])
+    )
+    cpu = torch.randn(40, 49152, generator=torch.Generator().manual_seed(2)) * 4
+    logits = cpu.cuda()
+    torch.cuda.synchronize()
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for _ in range(3):
+            recorder.apply(logits)
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    record = recorder.pop("r7")
+    lse1, _, _ = row_statistics(cpu[7:8], (0.25, 0.5, 1.0))
+    assert len(record.lse1) == 3
+    np.testing.assert_allclose(record.lse1, lse1 * 3, rtol=0, atol=1e-10)
+
+
 def test_kv_cache_auto_is_2_gib_on_the_cpu_and_left_to_gpu_memory_utilization_on_a_gpu():
     from presto.engines.vllm import _DEFAULTS, CPU_KV_CACHE_BYTES, VLLMEngine, kv_cache_bytes
 
