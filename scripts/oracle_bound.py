@@ -6,10 +6,11 @@
 Every round of trees.jsonl is a root state with its candidate tree: the feasible nodes
 (Condition 1, checked on tokens) with the true acceptance probability A of each, known
 after the fact. For each budget N_pf the script computes, averaged over rounds, the
-EXPECTED number of transitions one prefetch round (one call) realizes when the walk follows
-the true A (Lemma 1 with h = A), for these allocations. Beside them it prints what the
-logged run realized per round; that is above the run's summary transitions_per_call, which
-also counts each block's extension call.
+EXPECTED number of transitions one prefetch round realizes when the walk follows the true A
+(Lemma 1 with h = A), for these allocations (a round is one call, except a round whose
+proposals an earlier round of its block had all generated: it makes none, and the script
+counts those). Beside them it prints what the logged run realized per round; that is above
+the run's summary transitions_per_call, which also counts each block's extension call.
 
   node-level model (the paper: one request per tree node, N_pf nodes per call)
     bfs-paper     breadth-first, spending requests below deferred nodes as the paper's BFS does
@@ -176,12 +177,13 @@ def replay_rounds(records: Iterable[dict[str, Any]], n_pf: list[int], predictor)
     max_budget = max(n_pf)
     sums = {name: np.zeros(len(n_pf)) for name, _, _ in METHODS}
     requests = {name: np.zeros(len(n_pf)) for name, _, _ in METHODS}
-    rounds = truncated = short = realized = 0
+    rounds = truncated = short = realized = without_call = 0
     for record in records:
         tree, accept, logged, cap, cut_short = replay_tree(record, max_budget)
         rounds += 1
         truncated += cut_short
         realized += int(record.get("realized", 0))
+        without_call += record.get("model_call") is False
         short += len(record.get("requested_depths") or []) < min(max_budget, int(record["depth_cap"]))
         weights = reaching_weights(tree, accept)
         oracle = AllocationProgram(tree, accept, max_budget, cap)
@@ -218,6 +220,7 @@ def replay_rounds(records: Iterable[dict[str, Any]], n_pf: list[int], predictor)
     return {
         "rounds": rounds,
         "rounds_with_truncated_logs": truncated,
+        "rounds_without_a_call": without_call,  # served by reused proposals: "per call" is per round
         "rounds_with_fewer_logged_depths_than_max_n_pf": short,
         "realized_transitions_per_round_in_the_logged_run": realized / rounds,
         "rows": rows,
@@ -225,8 +228,11 @@ def replay_rounds(records: Iterable[dict[str, Any]], n_pf: list[int], predictor)
 
 
 def print_table(result: dict[str, Any], n_pf: list[int]) -> None:
+    # Rows are per round (named transitions_per_call): a round is one call unless its proposals were all reused.
+    reused = result.get("rounds_without_a_call", 0)
+    calls = f"one call each, but {reused} served by reused proposals without one" if reused else "one call each"
     print(
-        f"{result['rounds']} logged rounds; expected transitions per prefetch round (one call each) with the "
+        f"{result['rounds']} logged rounds; expected transitions per prefetch round ({calls}) with the "
         f"true A (logged run realized {result['realized_transitions_per_round_in_the_logged_run']:.2f} per round; "
         "its summary's transitions_per_call also counts each block's extension call)"
     )

@@ -77,6 +77,18 @@ def _children(nodes: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, int]]:
     return children
 
 
+def node_acceptance(node: Mapping[str, Any]) -> float | None:
+    """A = exp(log A) of a scored (feasible) node, None for a node without a decision.
+
+    A decision that can never be accepted has log A = -inf, which trees.jsonl holds as null
+    (JSON has no -inf): on a feasible node null is A = 0, a certain reject.
+    """
+    log_accept = node.get("log_accept")
+    if log_accept is None:
+        return 0.0 if node.get("feasible") else None
+    return math.exp(log_accept)
+
+
 def epsilon_rounded(nodes: Sequence[Mapping[str, Any]], epsilon: float = EPSILON) -> set[int]:
     """Ids of the epsilon-rounded subtree: from the root, keep only branches rounding leaves possible.
 
@@ -92,10 +104,9 @@ def epsilon_rounded(nodes: Sequence[Mapping[str, Any]], epsilon: float = EPSILON
     while stack:
         node_id = stack.pop()
         kept.add(node_id)
-        log_accept = by_id[node_id].get("log_accept")
-        if log_accept is None:
+        accept = node_acceptance(by_id[node_id])
+        if accept is None:
             continue
-        accept = math.exp(log_accept)
         branches = ["accept"] if accept >= 1 - epsilon else ["reject"] if accept <= epsilon else ["accept", "reject"]
         stack.extend(children[node_id][b] for b in branches if b in children.get(node_id, {}))
     return kept
@@ -424,13 +435,8 @@ def plot_speedup_scatter(points: Sequence[Mapping[str, Any]], path: Path) -> Pat
 
 def acceptance_probabilities(trees: Sequence[Mapping[str, Any]]) -> np.ndarray:
     """A = exp(log A) of every scored decision in the logged trees (feasible nodes)."""
-    values = [
-        math.exp(node["log_accept"])
-        for tree in trees
-        for node in tree.get("nodes") or []
-        if node.get("log_accept") is not None
-    ]
-    return np.asarray(values, dtype=float)
+    values = [node_acceptance(node) for tree in trees for node in tree.get("nodes") or []]
+    return np.asarray([a for a in values if a is not None], dtype=float)
 
 
 def epsilon_shares(accept: np.ndarray, epsilon: float = EPSILON) -> dict[str, float]:

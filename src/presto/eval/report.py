@@ -110,6 +110,34 @@ def pooled_header(level: float = DEFAULT_LEVEL) -> tuple[str, ...]:
     return ("statistic", "run pairs pooled", "pooled diff (SD units)", ci, "margin (SD)", "p_eq", "equivalent")
 
 
+def pairing_notes(c: Comparison, *, seeds: bool = False) -> list[str]:
+    """What a comparison's figures leave out or pair loosely: chains without a partner, fewer
+    pairs than the runs configured, prompts whose paired chains saw other prompt tokens, and
+    (``seeds``, where no seed-matched column says it) pairs drawn with other seeds."""
+    notes = []
+    short = pairing_note(c)
+    if short:
+        notes.append(short)
+    if any(c.unpaired):
+        notes.append(
+            f"{c.unpaired[0]} chains of {c.baseline.path} and {c.unpaired[1]} of {c.variant.path} "
+            "have no partner (other prompts or chain counts) and are left out"
+        )
+    if c.prompts_differ:
+        shown = ", ".join(c.prompts_differ[:5]) + (", …" if len(c.prompts_differ) > 5 else "")
+        notes.append(
+            f"{len(c.prompts_differ)} paired prompts ({shown}) are other tokens in {c.baseline.path} than in "
+            f"{c.variant.path} (prompt_sha differs: another tokenizer, chat template or seed-shuffled "
+            "choices), so their pairs compare different prompts"
+        )
+    if seeds and not c.seed_matched:
+        notes.append(
+            f"{c.variant.path} is not seed-matched with {c.baseline.path} (other seeds, or none recorded): "
+            "its chains pair with independent draws, not with the same random inputs"
+        )
+    return notes
+
+
 def comparison_lines(
     comparisons: Sequence[Comparison],
     pooled: Mapping[str, PooledResult | None],
@@ -156,14 +184,7 @@ def comparison_lines(
     lines += ["", SPEEDUP_DEFINITION]
     notes = []
     for c in comparisons:
-        short = pairing_note(c)
-        if short:
-            notes.append(f"- note: {short}")
-        if any(c.unpaired):
-            notes.append(
-                f"- note: {c.unpaired[0]} chains of {c.baseline.path} and {c.unpaired[1]} of {c.variant.path} "
-                "have no partner (other prompts or chain counts) and are left out"
-            )
+        notes += [f"- note: {note}" for note in pairing_notes(c)]
         if c.differences:
             notes.append(f"- note: {c.baseline.path} and {c.variant.path} differ in {'; '.join(c.differences)}")
     if notes:
@@ -220,6 +241,20 @@ def _setting_title(run: RunData) -> str:
         f"{s.get('sampler')} — α={_fmt(s.get('alpha'))}, τ={_fmt(s.get('tau'))}, n={s.get('max_new_tokens')}, "
         f"B={s.get('block_size')}, K={s.get('steps')}" + (f" ({where})" if where else "")
     )
+
+
+def accuracy_note(path: Path, graded: int, answers: int) -> str | None:
+    """A line when an accuracy covers only some answers: the others could not be graded (correct=null)."""
+    if not 0 < graded < answers:
+        return None
+    return (
+        f"{path}: accuracy is over {graded} of {answers} chains; {answers - graded} could not be graded "
+        "(correct=null: code execution disabled, a sandbox error, an unparsable reference) and are left out"
+    )
+
+
+def _graded(run: RunData) -> int:
+    return sum(isinstance(r.get("correct"), bool | int | float) for r in run.answers.values())
 
 
 def _chains(run: RunData) -> Any:
@@ -395,6 +430,11 @@ def case_study_lines(runs: Sequence[RunData]) -> list[str]:
                 _, path, differences = min(near)
                 hint = f"; the MH run {path} differs in {'; '.join(differences)} (its vs the baselines')"
             notes.append(f"- note: no MH run of this task here, so the baselines stand alone{hint}")
+        notes += [
+            f"- note: {note}"
+            for run, f in zip(group, figures, strict=True)
+            if (note := accuracy_note(run.path, f.graded, f.answers))
+        ]
         per_prompt = {run.path: f.answers / f.prompts for run, f in zip(group, figures, strict=True) if f.prompts}
         if len(set(per_prompt.values())) > 1:
             counts = ", ".join(f"{_method(r)}: {_fmt(per_prompt[r.path])}" for r in group if r.path in per_prompt)
@@ -448,6 +488,8 @@ def build_report(
                 try:
                     comparison = compare(baseline, run, margin_sd=margin_sd, level=level)
                     comparisons.setdefault(run.label, []).append(comparison)
+                    # The speedup and TOST cover the paired chains only; the other columns all of them.
+                    notes += [f"- note: {note}" for note in pairing_notes(comparison, seeds=True)]
                 except ValueError as err:
                     notes.append(f"- note: {run.path} not compared with {baseline.path}: {err}")
             elif not run.is_sequential and s.get("traversal") not in (None, "none"):
@@ -459,6 +501,9 @@ def build_report(
                         "(this run's vs its; scripts/compare_runs.py --allow-different-settings compares them)"
                     )
                 notes.append(f"- note: {run.path}: no sequential run of this setting here, so no speedup or TOST{hint}")
+            accuracy = accuracy_note(run.path, _graded(run), len(run.answers))
+            if accuracy and s.get("accuracy") is not None:
+                notes.append(f"- note: {accuracy}")
             sp = comparison.speedup if comparison else None
             rows.append(
                 [

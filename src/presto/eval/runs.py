@@ -395,7 +395,9 @@ def pair_chains(baseline: RunData, variant: RunData) -> list[tuple[dict[str, Any
 
 
 def _ratio(num: float, den: float) -> float | None:
-    return num / den if den else None
+    # NaN (a side whose prompts made no call has no time per call) is truthy: without the
+    # isfinite check it would pass as a ratio and reach the tables and the scatter's axes.
+    return num / den if den and math.isfinite(num) and math.isfinite(den) else None
 
 
 @dataclass(frozen=True)
@@ -498,6 +500,10 @@ class Comparison:
     seed_matched: bool = False
     unpaired: tuple[int, int] = (0, 0)  # chains of the baseline and of the variant without a partner
     differences: list[str] = field(default_factory=list)  # setting values that differ (when allowed)
+    # Paired prompts whose two chains record other prompt tokens (prompt_sha): another tokenizer,
+    # chat template or code version, or GPQA's choices shuffled by another seed. They pair by id
+    # alone, so their differences are not PreSTO's.
+    prompts_differ: list[str] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -508,6 +514,7 @@ class Comparison:
             "seed_matched": self.seed_matched,
             "unpaired_chains": list(self.unpaired),
             "setting_differences": self.differences,
+            "prompts_differ": self.prompts_differ,
             "chains": {
                 side: {"held": run.chains_held, "expected": run.expected_chains, "complete": run.complete}
                 for side, run in (("baseline", self.baseline), ("variant", self.variant))
@@ -546,6 +553,8 @@ def compare(
     result.unpaired = (len(baseline.answers) - len(pairs), len(variant.answers) - len(pairs))
     # Records without a seed (None on both sides) say nothing about seed matching.
     result.seed_matched = all(p[0].get("seed") is not None and p[0].get("seed") == p[1].get("seed") for p in pairs)
+    shas = [(a["prompt_id"], a.get("prompt_sha"), b.get("prompt_sha")) for a, b in pairs]
+    result.prompts_differ = sorted({p for p, x, y in shas if x is not None and y is not None and x != y}, key=str)
     for stat in stats:
         a, b = paired_values(pairs, stat, unit)
         result.tost[stat] = paired_tost(a, b, margin_sd=margin_sd, level=level) if a.shape[0] >= 2 else None
