@@ -56,6 +56,14 @@ class SuffixRequest:
     stop_at_eos: bool = False
 
     def __post_init__(self) -> None:
+        # Tuples, so that a call can de-duplicate requests by hashing them (a list is unhashable).
+        object.__setattr__(self, "prefix", tuple(self.prefix))
+        object.__setattr__(self, "extra_temperatures", tuple(self.extra_temperatures))
+        for name in ("num_new_tokens", "seed"):
+            # A float passes the range checks below and fails later, mid-call, inside numpy.
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | np.integer):
+                raise ValueError(f"{name} must be an int, got {value!r}")
         if self.num_new_tokens < 1:
             raise ValueError(f"num_new_tokens must be >= 1, got {self.num_new_tokens}")
         if not self.temperature > 0:
@@ -120,6 +128,8 @@ class Engine(ABC):
     name: str = "engine"
     # The lowest sampling temperature the engine samples at exactly (vLLM raises lower ones).
     min_temperature: float = 0.0
+    # Token ids a prefix may hold are [0, vocab_size); None: the engine checks them itself.
+    vocab_size: int | None = None
 
     def __init__(self) -> None:
         self.stats = CallStats()
@@ -135,6 +145,7 @@ class Engine(ABC):
         for request in distinct:  # refused before any work, whichever engine serves them
             self.check_temperatures((request.temperature, *request.extra_temperatures))
             self.check_fits(len(request.prefix) + request.num_new_tokens, "a request (prefix + new tokens)")
+            self.check_token_ids(request.prefix, "a request's prefix")
         start = time.perf_counter()
         results = self._generate(distinct)
         elapsed = time.perf_counter() - start
@@ -174,6 +185,18 @@ class Engine(ABC):
             raise ConfigError(
                 f"engine={self.name} samples at temperatures >= {self.min_temperature}, got {min(low)} "
                 "(sampler.tau, or 1/sampler.alpha when tau is null, and sampler.temperatures)"
+            )
+
+    def check_token_ids(self, token_ids: Sequence[int], what: str) -> None:
+        """Refuse ids outside [0, :attr:`vocab_size`): a negative one would index the model's rows
+        from the end (a silently wrong answer), a large one fail deep inside the model."""
+        if self.vocab_size is None or not len(token_ids):
+            return
+        low, high = min(token_ids), max(token_ids)
+        if low < 0 or high >= self.vocab_size:
+            bad = low if low < 0 else high
+            raise ValueError(
+                f"{what} holds token id {bad}, outside the vocabulary [0, {self.vocab_size}) of engine={self.name}"
             )
 
     def max_sequence_tokens(self) -> int | None:

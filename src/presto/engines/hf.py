@@ -134,6 +134,8 @@ class HFEngine(ChatText, Engine):
         self.model_dir = Path(model_dir)
         self._eos = eos_ids(self.tokenizer, getattr(self.model.generation_config, "eos_token_id", None))
         self._sharing_limit = prefix_sharing_limit(self.model.config)
+        # The ids the embedding holds (the tokenizer may have fewer); Engine.generate checks prefixes.
+        self.vocab_size = int(self.model.get_input_embeddings().num_embeddings)
 
     def batch_variance(self) -> str | None:
         if self.dtype == self._torch.float64:
@@ -168,6 +170,7 @@ class HFEngine(ChatText, Engine):
             raise ValueError("score needs a non-empty prefix and at least one token")
         self.check_fits(len(prefix) + len(tokens), "rescoring (prefix + tokens)")
         ids = list(prefix) + [int(t) for t in tokens]
+        self.check_token_ids(ids, "rescoring (prefix + tokens)")
         device = self.device
         with torch.inference_mode():
             # Only the rows that predict `tokens`: all positions' full-vocabulary logits would be GBs.

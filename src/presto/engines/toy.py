@@ -107,6 +107,7 @@ class ToyEngine(Engine):
         return results
 
     def score(self, prefix, tokens):
+        self.check_token_ids([*prefix, *tokens], "rescoring (prefix + tokens)")
         previous = prefix[-1] if len(prefix) else None
         logp0 = np.zeros(len(tokens))
         entropy = np.zeros(len(tokens))
