@@ -113,3 +113,20 @@ def test_every_setting_starts_with_an_empty_prefix_cache(toy_table, tmp_path, mo
     assert events.count("reset") == chains
     # A reset opens every chain: the first event, and never two resets without calls between them.
     assert events[0] == "reset" and "reset,reset" not in ",".join(events)
+
+
+def test_a_chain_is_identical_only_along_the_same_path():
+    """Same final tokens and accept flags are not enough: each decision's log A must agree too."""
+    import numpy as np
+
+    from tests.conftest import load_script
+
+    same_path = load_script("benchmark").same_path
+    reference = {"tokens": np.array([3, 1, 2]), "accepts": [1, 0, 1], "log_accepts": [-0.5, float("-inf"), 0.0]}
+    assert same_path(dict(reference), reference)
+    # The transformers engine's float64 batch variance (~1e-14) is still one path...
+    assert same_path({**reference, "log_accepts": [-0.5 + 1e-14, float("-inf"), 0.0]}, reference)
+    # ...another proposal at the second transition, rejected as well, is not.
+    assert not same_path({**reference, "log_accepts": [-0.5, -3.2, 0.0]}, reference)
+    assert not same_path({**reference, "accepts": [1, 1, 1]}, reference)
+    assert not same_path({**reference, "tokens": np.array([3, 1, 4])}, reference)

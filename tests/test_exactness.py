@@ -29,6 +29,7 @@ def test_bfs_equals_sequential_on_toy_engine(tmp_path, schedule, alpha):
             state, trace = run_chain(kernel, engine, PrefetchStepper(BreadthFirst(), n_pf), [], key, schedule)
             np.testing.assert_array_equal(state.tokens, reference.tokens)
             assert trace.accepts == reference_trace.accepts
+            assert trace.log_accepts == reference_trace.log_accepts  # the same path, bit for bit
             np.testing.assert_allclose(state.logp0, reference.logp0, rtol=0, atol=0)
             compared += 1
     assert compared == 160

@@ -1,8 +1,9 @@
 """PreSTO: one batched model call per prefetch round, then the MH walk over the subtree.
 
 A round rooted at the state of transition k asks the traversal rule which depths to
-request, generates all their proposals from the root's prefixes in ONE engine call, and
-walks the realized accept/reject path with the kernel's own rule. The walk stops at the
+request, generates all their proposals from the root's prefixes in ONE engine call (none
+when an earlier round of the block already generated every one of them), and walks the
+realized accept/reject path with the kernel's own rule. The walk stops at the
 depth cap K-k, at a depth not requested, or at a deferred node (its state does not share
 the root's first c_d tokens, or, for a state-dependent cut law, its cut differs from the
 speculated one); the next round resumes there with the same random inputs.
@@ -105,6 +106,7 @@ class PrefetchStepper:
                 path.append(decision)
                 state = decision.state
                 trace.accepts.append(int(decision.accepted))
+                trace.log_accepts.append(float(decision.log_accept))
             if not path:
                 raise RuntimeError("a prefetch round realized no transition (depth 0 must always be valid)")
             done += len(path)

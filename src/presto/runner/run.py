@@ -275,6 +275,7 @@ def sample_chain(
         "tokens": state.tokens,
         "text": text,
         "accepts": trace.accepts,
+        "log_accepts": trace.log_accepts,  # -inf (a move never accepted) is written as null
         "transitions": len(trace.accepts),
         "rounds": trace.rounds,
         "discarded_requests": trace.discarded_requests,

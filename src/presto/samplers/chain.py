@@ -20,9 +20,13 @@ from presto.samplers.state import ChainState
 
 @dataclass
 class ChainTrace:
-    """What a chain did: accept flags in transition order and per-round bookkeeping."""
+    """What a chain did: accept flags and log A in transition order, and per-round bookkeeping."""
 
     accepts: list[int] = field(default_factory=list)
+    # log A of every decision: two runs of one chain took the same path only if these agree
+    # (bit for bit on a batch-invariant engine); equal final tokens and accept flags alone
+    # could hide proposals that differed.
+    log_accepts: list[float] = field(default_factory=list)
     rounds: int = 0
     discarded_requests: int = 0  # speculative proposals whose cut did not validate
 
@@ -55,6 +59,7 @@ class SequentialStepper:
             decision = kernel.decide(state, cut, results, inputs)
             state = decision.state
             trace.accepts.append(int(decision.accepted))
+            trace.log_accepts.append(float(decision.log_accept))
             trace.rounds += 1
         return state
 
