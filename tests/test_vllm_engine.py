@@ -271,6 +271,12 @@ def test_too_long_request_is_one_clear_line(engine, prompt):
         engine.generate([SuffixRequest(tuple(prompt) * 30, 64, 1.0, 0)])
     with pytest.raises(ValueError, match="non-empty prefix"):
         engine.generate([SuffixRequest((), 4, 1.0, 0)])
+    calls = engine.stats.calls
+    bad = engine.vocab_size
+    with pytest.raises(ValueError, match=rf"token id {bad}, outside the vocabulary \[0, {bad}\)"):
+        engine.generate([SuffixRequest(tuple(prompt), 4, 1.0, 0), SuffixRequest((*prompt, bad), 4, 1.0, 0)])
+    assert engine.stats.calls == calls  # refused before either request reached vLLM
+    assert len(engine.generate([SuffixRequest(tuple(prompt), 2, 1.0, 0)])[0].tokens) == 2  # and it still serves
 
 
 def test_a_temperature_vllm_would_raise_to_001_is_refused(engine, prompt):

@@ -394,6 +394,9 @@ class VLLMEngine(ChatText, Engine):
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
         self._eos = eos_ids(self.tokenizer, generation_eos(str(self.model_dir)))
         self._vocab_size = int(self._llm.llm_engine.model_config.get_vocab_size())
+        # Engine.generate refuses out-of-vocabulary prefix ids before any request reaches vLLM:
+        # vLLM validates each prompt as it adds it, after the earlier prompts of the call.
+        self.vocab_size = self._vocab_size
 
     def _warm_up(self) -> None:
         """A small call shaped like a real one, so one-time setup is not charged to the first model call.
