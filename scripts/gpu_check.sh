@@ -10,7 +10,7 @@
 #
 # Environment:
 #   MODEL_PATH   a local Hugging Face model folder (or .gguf); default: the embedded SmolLM2
-#   OUT          where figures go (default: outputs/gpu_check/<timestamp>)
+#   OUT          where figures go (default: outputs/gpu_check/<timestamp> in the repository)
 #   DTYPES       engine dtypes to benchmark (default: "bfloat16 float32")
 #   N_PF         PreSTO budgets (default: "20", the issues' targets)
 #   SAMPLERS     samplers (default: "powermh entropycut multitry")
@@ -21,8 +21,12 @@
 # $OUT/benchmark_<dtype>.json per dtype. Exits non-zero if the tests or a benchmark fail.
 set -uo pipefail
 
-cd "$(dirname "$0")/.."
+# No cd: OUT, MODEL_PATH, PYTHON and the Hydra overrides' paths are read where the caller
+# wrote them (benchmark.py and call_cost.py find conf/ and src/ on their own); only pytest
+# runs in the repository, for its test paths.
+ROOT="$(cd "$(dirname "$0")/.." && pwd)"
 PY=${PYTHON:-python3}
+[[ "$PY" == */* && "$PY" != /* ]] && PY="$PWD/$PY" # a relative PYTHON must survive the cd for pytest
 
 if ! command -v nvidia-smi >/dev/null 2>&1 || ! nvidia-smi -L >/dev/null 2>&1; then
     echo "error: no NVIDIA GPU visible (nvidia-smi missing or failing); this check needs one" >&2
@@ -34,7 +38,7 @@ if ! "$PY" -c "from vllm.platforms import current_platform as p; raise SystemExi
     exit 2
 fi
 
-out="${OUT:-outputs/gpu_check/$(date +%Y-%m-%d_%H-%M-%S)}"
+out="${OUT:-$ROOT/outputs/gpu_check/$(date +%Y-%m-%d_%H-%M-%S)}"
 mkdir -p "$out"
 report="$out/gpu_check.txt"
 : >"$report"
@@ -53,9 +57,9 @@ status=0
 #    batch, which the exactness tests need on a GPU (they then compare statistics bit for bit).
 if [[ "${SKIP_TESTS:-0}" != "1" ]]; then
     echo -e "\n## tests/test_vllm_engine.py tests/test_gpu_paths.py tests/test_vllm_recorder.py" | tee -a "$report"
-    PRESTO_VLLM_TEST_OPTIONS='{"device": "cuda", "batch_invariant": true}' \
+    (cd "$ROOT" && PRESTO_VLLM_TEST_OPTIONS='{"device": "cuda", "batch_invariant": true}' \
         "$PY" -m pytest tests/test_vllm_engine.py tests/test_gpu_paths.py tests/test_vllm_recorder.py \
-        -q -rA -p no:cacheprovider 2>&1 | tail -n 60 | tee -a "$report"
+        -q -rA -p no:cacheprovider) 2>&1 | tail -n 60 | tee -a "$report"
     [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 fi
 
@@ -68,7 +72,7 @@ read -r -a samplers <<<"${SAMPLERS:-powermh entropycut multitry}"
 read -r -a traversals <<<"${TRAVERSALS:-bfs predictive clairvoyant}"
 for dtype in ${DTYPES:-bfloat16 float32}; do
     echo -e "\n## benchmark dtype=${dtype}" | tee -a "$report"
-    "$PY" scripts/benchmark.py --n-pf "${budgets[@]}" --samplers "${samplers[@]}" --traversals "${traversals[@]}" \
+    "$PY" "$ROOT/scripts/benchmark.py" --n-pf "${budgets[@]}" --samplers "${samplers[@]}" --traversals "${traversals[@]}" \
         --out "$out/benchmark_${dtype}.json" \
         engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null engine.gpu_memory_utilization=0.85 \
         engine.batch_invariant=true "engine.dtype=${dtype}" "${model_args[@]}" "$@" 2>&1 |
@@ -79,7 +83,7 @@ done
 # 3. How a call's time grows with its rows on this GPU (what bounds every PreSTO speedup), with
 #    the benchmark's batch-invariant kernels so that its ratios explain the speedups above.
 echo -e "\n## call cost vs rows" | tee -a "$report"
-"$PY" scripts/call_cost.py engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null \
+"$PY" "$ROOT/scripts/call_cost.py" engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null \
     engine.gpu_memory_utilization=0.85 engine.batch_invariant=true "${model_args[@]}" "$@" 2>&1 |
     grep -v -E "^(\(|INFO |WARNING [0-9]|DEBUG )" | tee -a "$report"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1

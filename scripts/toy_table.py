@@ -39,6 +39,9 @@ def main(argv: list[str]) -> int:
     except ToyTableError as err:
         print(f"error: {err}", file=sys.stderr)
         return 2
+    except OSError as err:  # unwritable, a dangling link, a full disk: one line, not a traceback
+        print(f"error: cannot write {args.out}: {err.strerror or err}", file=sys.stderr)
+        return 2
     print(f"toy table with {args.vocab} tokens written to {path}; use it with engine=toy model=toy engine.table={path}")
     return 0
 

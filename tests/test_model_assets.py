@@ -100,6 +100,29 @@ def test_plain_file_that_is_not_gguf_is_rejected(tmp_path: Path) -> None:
     _assert_one_line_naming_key(error)
 
 
+@pytest.mark.parametrize(
+    "content",
+    [
+        b"",
+        b"garbage",
+        # a Git LFS pointer saved under the model's name (cloned without git-lfs): the common case
+        b"version https://git-lfs.github.com/spec/v1\noid sha256:0\nsize 93000000\n",
+    ],
+)
+def test_a_gguf_named_file_that_is_not_gguf_is_one_line(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, content: bytes
+) -> None:
+    calls: list[Path] = []
+    monkeypatch.setattr(assets, "_convert_gguf_into", _fake_converter(calls))
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(content)
+    with pytest.raises(ModelNotFoundError) as error:
+        resolve_model_dir(str(gguf), tmp_path / "cache")
+    message = str(error.value)
+    assert "\n" not in message and "model.path" in message and "not a GGUF file" in message
+    assert calls == [] and not (tmp_path / "cache").exists()  # refused before any conversion
+
+
 def test_missing_embedded_package_names_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(assets.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelNotFoundError) as error:
@@ -230,19 +253,19 @@ def test_gguf_file_is_cached_by_content(tmp_path: Path, monkeypatch: pytest.Monk
     calls: list[Path] = []
     monkeypatch.setattr(assets, "_convert_gguf_into", _fake_converter(calls))
     gguf = tmp_path / "other.Q8_0.gguf"
-    gguf.write_bytes(b"0" * 123)
+    gguf.write_bytes(b"GGUF" + b"0" * 119)  # the magic bytes, then filler
     out = resolve_model_dir(str(gguf), tmp_path / "cache")
     assert out == tmp_path / "cache" / "models" / "gguf" / f"other.Q8_0-123-{assets.gguf_fingerprint(gguf)}"
     assert calls == [gguf.resolve()]
     assert resolve_model_dir(str(gguf), tmp_path / "cache") == out and len(calls) == 1  # cached
-    gguf.write_bytes(b"0" * 124)  # a different file under the same name gets its own folder
+    gguf.write_bytes(b"GGUF" + b"0" * 120)  # a different file under the same name gets its own folder
     assert resolve_model_dir(str(gguf), tmp_path / "cache").name.startswith("other.Q8_0-124-")
     assert len(calls) == 2
     # Same name and size, other weights (two fine-tunes quantized alike): its own folder too.
     big = 3 * (1 << 20)
-    gguf.write_bytes(b"0" * big)
+    gguf.write_bytes(b"GGUF" + b"0" * (big - 4))
     first = resolve_model_dir(str(gguf), tmp_path / "cache")
-    gguf.write_bytes(b"0" * (big - 1) + b"1")
+    gguf.write_bytes(b"GGUF" + b"0" * (big - 5) + b"1")
     assert resolve_model_dir(str(gguf), tmp_path / "cache") != first and len(calls) == 4
 
 
@@ -401,3 +424,18 @@ def test_an_unwritable_cache_is_one_line_naming_the_setting(tmp_path: Path) -> N
     blocker.write_text("not a folder")
     with pytest.raises(ModelNotFoundError, match=r"model\.cache_dir=DIR or PRESTO_CACHE_DIR"):
         resolve_model_dir(DEFAULT_MODEL, blocker / "cache")
+
+
+def test_a_read_only_shared_cache_is_one_line_naming_the_setting(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cache folder exists but this user may not write it (os.access stands in for another
+    # user's folder: these tests may run as root, whom permissions do not stop).
+    calls: list[Path] = []
+    monkeypatch.setattr(assets, "_convert_gguf_into", _fake_converter(calls))
+    (tmp_path / "cache" / "models").mkdir(parents=True)
+    real_access = os.access
+    monkeypatch.setattr(assets.os, "access", lambda path, mode: "cache" not in str(path) and real_access(path, mode))
+    with pytest.raises(ModelNotFoundError, match=r"Permission denied.*model\.cache_dir=DIR or PRESTO_CACHE_DIR"):
+        resolve_model_dir(DEFAULT_MODEL, tmp_path / "cache")
+    assert calls == []

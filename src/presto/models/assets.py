@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import errno
 import functools
 import importlib.util
 import json
@@ -160,6 +161,11 @@ def resolve_model_dir(name_or_path: str | os.PathLike[str], cache_dir: str | os.
 
     path = Path(raw).expanduser()
     if path.is_file() and path.suffix.lower() == ".gguf":
+        if not _has_gguf_magic(path):  # else the GGUF reader's ValueError ends the run in a traceback
+            raise ModelNotFoundError(
+                f"model.path={raw!r} is not a GGUF file (it does not start with b'GGUF'; "
+                f"a Git LFS pointer? fetch the real file); {_expected()}"
+            )
         size = path.stat().st_size
         folder = f"{path.stem}-{size}-{gguf_fingerprint(path)}"
         return _convert_gguf_cached(path.resolve(), root / "models" / "gguf" / folder)
@@ -175,6 +181,15 @@ def resolve_model_dir(name_or_path: str | os.PathLike[str], cache_dir: str | os.
             f"pass its folder); {_expected()}"
         )
     raise ModelNotFoundError(f"model.path={raw!r} does not exist; {_expected()}")
+
+
+def _has_gguf_magic(path: Path) -> bool:
+    """Whether a file starts with the 4 bytes every GGUF file starts with."""
+    try:
+        with path.open("rb") as handle:
+            return handle.read(4) == b"GGUF"
+    except OSError:
+        return False
 
 
 # --------------------------------------------------------------------------------------------
@@ -336,6 +351,10 @@ def _convert_gguf_cached(gguf: Path, final: Path, require_chat_template: bool = 
         return final
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
+        # A shared cache another user owns exists but is read-only: its lock file and temporary
+        # folder would fail with a PermissionError traceback, so say here what to set instead.
+        if not os.access(final.parent, os.W_OK | os.X_OK):
+            raise PermissionError(errno.EACCES, os.strerror(errno.EACCES), str(final.parent))
     except OSError as err:
         raise ModelNotFoundError(
             f"cannot write the model cache {final.parent} ({err.strerror}); set model.cache_dir=DIR or PRESTO_CACHE_DIR"

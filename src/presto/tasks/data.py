@@ -118,7 +118,9 @@ def _read_json_rows(path: Path, task: str) -> list[dict[str, Any]]:
 
     opener = gzip.open if path.name.lower().endswith(".gz") else open
     try:
-        with opener(path, "rt", encoding="utf-8") as fh:
+        # utf-8-sig, as for CSV: Windows editors and PowerShell 5 save UTF-8 with a BOM, which
+        # json.loads rejects ("Unexpected UTF-8 BOM"); a file without one reads the same.
+        with opener(path, "rt", encoding="utf-8-sig") as fh:
             text = fh.read()
     except _READ_ERRORS as exc:
         raise _malformed(task, path, first_line(exc)) from exc
@@ -143,11 +145,22 @@ def _read_json_rows(path: Path, task: str) -> list[dict[str, Any]]:
         try:
             row = json.loads(line)
         except json.JSONDecodeError as exc:
-            raise _malformed(task, path, f"line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})") from exc
+            raise _malformed(task, path, _jsonl_error(text, lineno, exc)) from exc
         if not isinstance(row, dict):
             raise _malformed(task, path, f"line {lineno}: expected a JSON object, got {type(row).__name__}")
         rows.append(row)
     return rows
+
+
+def _jsonl_error(text: str, lineno: int, exc: json.JSONDecodeError) -> str:
+    """What is wrong with a line that does not parse: a valid JSON document spread over several
+    lines (one object, e.g. ``{"rows": [...]}``) is not "invalid JSON", it is not a list of rows."""
+    try:
+        whole = json.loads(text)
+    except json.JSONDecodeError:
+        return f"line {lineno}: invalid JSON ({exc.msg} at column {exc.colno})"
+    kind = {dict: "object", str: "string"}.get(type(whole), "value")
+    return f"the file is one JSON {kind} over several lines; expected a JSON array of objects or JSON Lines"
 
 
 def _read_csv_rows(path: Path, task: str) -> list[dict[str, Any]]:
@@ -205,6 +218,8 @@ def _read_local(path_str: str, task: str) -> Any:
     own cache directory, named by its hash: a changed file can only ever find its own rows.
     """
     path = Path(path_str).expanduser()
+    if path.is_dir():  # exists, so "not found" would send the user looking in the wrong place
+        raise TaskDataError(f"{task}: {path} is a directory; dataset.path must name a data file in it")
     if not path.is_file():
         raise TaskDataError(f"{task}: dataset file not found: {path}")
     name = path.name.lower()
