@@ -7,12 +7,15 @@ need Lightning: the file is read with ``torch.load(weights_only=True)`` (no code
 replaced file ever runs) and turned into a numpy forward pass, which costs microseconds
 per prefetch round.
 
-:class:`HotPredictor` watches the file by (mtime, size, inode). The traversal asks it for
-the current predictor at the start of every round, so a retraining job that replaces the
-file (atomically: write a sibling, then rename) is picked up between rounds, never in
-the middle of one. At start an unreadable or incompatible file is an error
-(:class:`PredictorError`, a config error: one line, no traceback); during a run it is a
-warning and the previous predictor stays.
+:class:`HotPredictor` watches the file by (mtime, ctime, size, inode, device), and by
+content while the file is too young for those to tell a rewrite apart. The traversal asks
+it for the current predictor at the start of every round, so a retraining job that
+replaces the file is picked up between rounds, never in the middle of one. Replace it
+atomically (write a sibling, then rename, as training does): a file rewritten in place is
+picked up too, but a round may catch it half-written (a warning, or for one round a model
+mixing the two files' bytes; planning only, the chains never depend on it). At start an unreadable or incompatible file
+is an error (:class:`PredictorError`, a config error: one line, no traceback); during a
+run it is a warning and the previous predictor stays.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import hashlib
 import io
 import os
 import re
+import time
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -156,68 +160,141 @@ def _from_checkpoint(checkpoint: Any, where: str, path: str, fingerprint: str | 
     return Predictor(names, mean, std, layers, float(epsilon), fingerprint, path)
 
 
-def _read(path: Path, option: str = OPTION) -> tuple[Predictor, tuple[int, int, int]]:
-    import torch
+Signature = tuple[int, int, int, int, int]
+"""(mtime, ctime, size, inode, device): ctime too, which no tool can set back (cp -p, rsync -t
+and touch -r restore the mtime of a file rewritten in place with a same-sized model)."""
 
+RACY_NS = 2_000_000_000
+"""Timestamp granularity to allow for (FAT has 2 s; ext4 a kernel tick). Within it of a file's
+last change, a rewrite in place can leave every stat field as it was, so until the file is
+older than this its content is compared too (git's "racily clean" index entries)."""
+
+
+def _now_ns() -> int:
+    return time.time_ns()
+
+
+def _signature(stat: os.stat_result) -> Signature:
+    return stat.st_mtime_ns, stat.st_ctime_ns, stat.st_size, stat.st_ino, stat.st_dev
+
+
+def _not_a_file(path: Path, option: str) -> PredictorError:
+    if path.is_dir():
+        return PredictorError(f"{option}: {path} is a directory, not a checkpoint file")
+    return PredictorError(f"{option}: no such checkpoint {path}")
+
+
+def _read_bytes(path: Path, option: str = OPTION) -> tuple[bytes, Signature]:
     try:
         with path.open("rb") as handle:
             stat = os.fstat(handle.fileno())
             data = handle.read()
     except OSError as err:
         raise PredictorError(f"{option}: cannot read {path} ({err.strerror or err})") from None
+    return data, _signature(stat)
+
+
+def _parse(data: bytes, path: Path, option: str = OPTION) -> Predictor:
+    import torch
+
     try:
         checkpoint = torch.load(io.BytesIO(data), map_location="cpu", weights_only=True)
     except Exception as err:  # torch raises many types for a damaged or foreign file
         raise PredictorError(f"{option}: {path} is not a readable checkpoint ({type(err).__name__})") from None
-    signature = (stat.st_mtime_ns, stat.st_size, stat.st_ino)
-    return predictor_from_checkpoint(checkpoint, str(path), option=option), signature
+    return predictor_from_checkpoint(checkpoint, str(path), option=option)
 
 
 def load_predictor(path: str | Path, option: str = OPTION) -> Predictor:
     """Read and validate a checkpoint now; PredictorError (one line, naming ``option``) if it cannot be served."""
     path = Path(path)
     if not path.is_file():
-        raise PredictorError(f"{option}: no such checkpoint {path}")
-    return _read(path, option)[0]
+        raise _not_a_file(path, option)
+    return _parse(_read_bytes(path, option)[0], path, option)
 
 
 class HotPredictor:
     """A checkpoint path whose predictor is reloaded when the file is replaced.
 
-    ``current()`` costs one ``os.stat`` when nothing changed. A changed file is loaded in
-    full before the swap, so a round plans with either the old or the new predictor,
-    never a mix. A file that fails to load is remembered by its signature: the warning is
-    issued once, and the next replacement is tried again.
+    ``current()`` costs one ``os.stat`` when nothing changed (plus a read of the file while it
+    is younger than :data:`RACY_NS`). A changed file is loaded in full before the swap, so a
+    round plans with either the old or the new predictor, never a mix. A file that fails to
+    load, or that disappears, is warned about once; the next replacement is tried again.
     """
 
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
-        if not self.path.is_file():
-            raise PredictorError(f"{OPTION}: no such checkpoint {self.path}")
-        self._predictor, self._signature = _read(self.path)
-        self._rejected: tuple[int, int, int] | None = None
         self.swaps = 0
+        self._predictor = self._load_strictly()
 
-    def _stat(self) -> tuple[int, int, int] | None:
+    def _load_strictly(self) -> Predictor:
+        """Load the file as it is now, or PredictorError (a run's start)."""
+        if not self.path.is_file():
+            raise _not_a_file(self.path, OPTION)
+        now = _now_ns()
+        data, signature = _read_bytes(self.path)
+        predictor = _parse(data, self.path)
+        self._remember(signature, data, now)
+        return predictor
+
+    def _remember(self, signature: Signature | None, data: bytes | None, now: int) -> None:
+        """The last file state read, served or not: until it changes there is nothing new to load."""
+        self._seen = signature
+        self._digest = None if data is None else hashlib.sha256(data).digest()
+        # Once the file was older than the granularity when read, any later write shows in its
+        # ctime (an unreadable file: a new permission or a new file changes the ctime too). The
+        # ctime, not the mtime, which touch -d can set in the future.
+        self._settled = data is None or signature is None or now - signature[1] > RACY_NS
+
+    def check(self) -> Predictor:
+        """At the start of a later run served by this watcher: the file as it is now, or PredictorError.
+
+        A watcher outlives its run (one per file per process), and a checkpoint broken or
+        deleted since is an error at a run's start, as for the first run.
+        """
+        predictor = self._load_strictly()
+        if predictor.fingerprint != self._predictor.fingerprint:
+            self.swaps += 1
+        self._predictor = predictor
+        return predictor
+
+    def _stat(self) -> Signature | None:
         try:
-            stat = os.stat(self.path)
+            return _signature(os.stat(self.path))
         except OSError:
             return None
-        return stat.st_mtime_ns, stat.st_size, stat.st_ino
+
+    def _keep(self, reason: str) -> Predictor:
+        warnings.warn(
+            f"{reason}; keeping the previous predictor ({self._predictor.fingerprint})", RuntimeWarning, stacklevel=3
+        )
+        return self._predictor
 
     def current(self) -> Predictor:
         """The predictor to plan this round with (reloaded first if the file changed)."""
         signature = self._stat()
-        if signature is None or signature in (self._signature, self._rejected):
+        if signature is None:
+            if self._seen is not None:  # say so once: a deleted file may be a job about to write anew
+                self._remember(None, None, 0)
+                return self._keep(f"{OPTION}: {self.path} no longer exists")
+            return self._predictor
+        if signature == self._seen and self._settled:
+            return self._predictor
+        now = _now_ns()
+        try:
+            data, read_signature = _read_bytes(self.path)
+        except PredictorError as err:
+            if signature == self._seen:
+                return self._predictor
+            self._remember(signature, None, now)
+            return self._keep(str(err))
+        unchanged = hashlib.sha256(data).digest() == self._digest
+        self._remember(read_signature, data, now)
+        if unchanged:
             return self._predictor
         try:
-            predictor, read_signature = _read(self.path)
+            predictor = _parse(data, self.path)
         except PredictorError as err:
-            self._rejected = signature
-            warnings.warn(
-                f"{err}; keeping the previous predictor ({self._predictor.fingerprint})", RuntimeWarning, stacklevel=2
-            )
-            return self._predictor
-        self._predictor, self._signature = predictor, read_signature
+            return self._keep(str(err))
+        self._predictor = predictor
         self.swaps += 1
         return predictor

@@ -56,6 +56,7 @@ deferred node anyway (the next call resumes there with the same random inputs).
 
 from __future__ import annotations
 
+import math
 import sys
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
@@ -108,15 +109,23 @@ class CallCostModel:
     """
 
     def __init__(self, min_calls: int = 3, window: int = 256, prior_calls: float = 2.0) -> None:
-        if min_calls < 1 or window < min_calls or prior_calls < 0:
-            raise ValueError(f"need 1 <= min_calls <= window and prior_calls >= 0, got {min_calls}, {window}")
+        if min_calls < 1 or window < min_calls or not 0 <= prior_calls < math.inf:  # NaN fails too
+            raise ValueError(
+                f"need 1 <= min_calls <= window and a finite prior_calls >= 0, got {min_calls}, {window}, {prior_calls}"
+            )
         self.min_calls = min_calls
         self.prior_calls = prior_calls
         self.rows: deque[tuple[float, float, float | None, float]] = deque(maxlen=window)
         self.coef: np.ndarray | None = None
 
     def observe(self, tokens: float, longest: float, seconds: float, pairs: float | None = None) -> None:
-        if not (np.isfinite(seconds) and seconds >= 0 and tokens > 0 and longest > 0):
+        """Fit one more measured call. Runs after every engine call of a run, so it never raises:
+        a call it cannot use (a non-finite or non-positive count, a NaN time) is skipped, and
+        a fit that fails or comes out non-finite leaves the previous one."""
+        measured = (tokens, longest, seconds) + (() if pairs is None else (pairs,))
+        if not (
+            all(np.isfinite(measured)) and seconds >= 0 and tokens > 0 and longest > 0 and (pairs is None or pairs > 0)
+        ):
             return
         self.rows.append((float(tokens), float(longest), None if pairs is None else float(pairs), float(seconds)))
         if len(self.rows) < self.min_calls:
@@ -133,8 +142,13 @@ class CallCostModel:
         prior[2] = data[:, 3].mean()  # scaled: all time in decode steps
         system = np.vstack([design / scale, weight * np.eye(design.shape[1])])
         target = np.concatenate([data[:, 3], weight * prior])
-        coef, _ = nnls(system, target)
-        self.coef = np.append(coef / scale, [0.0] * (4 - len(coef)))
+        try:
+            coef, _ = nnls(system, target)
+        except (ValueError, RuntimeError):  # e.g. no convergence on subnormal times: keep the last fit
+            return
+        coef = np.append(coef / scale, [0.0] * (4 - len(coef)))
+        if np.all(np.isfinite(coef)):
+            self.coef = coef
 
     @property
     def calls(self) -> int:
@@ -264,10 +278,16 @@ class PredictiveTraversal(Traversal):
             raise ConfigError(f"traversal.cost_aware must be true or false, got {cost_aware!r}")
         min_calls, window = options.get("min_calls", 3), options.get("window", 256)
         prior_calls = options.get("prior_calls", 2.0)
-        if not (isinstance(min_calls, int) and isinstance(window, int) and 1 <= min_calls <= window):
-            raise ConfigError(f"traversal.min_calls, window: need 1 <= min_calls <= window, got {min_calls}, {window}")
-        if isinstance(prior_calls, bool) or not isinstance(prior_calls, int | float) or prior_calls < 0:
-            raise ConfigError(f"traversal.prior_calls must be a number >= 0, got {prior_calls!r}")
+        # bool is an int to isinstance: min_calls=true must not pass as 1.
+        if isinstance(min_calls, bool) or not isinstance(min_calls, int) or min_calls < 1:
+            raise ConfigError(f"traversal.min_calls must be an integer >= 1, got {min_calls!r}")
+        if isinstance(window, bool) or not isinstance(window, int) or window < min_calls:
+            raise ConfigError(
+                f"traversal.window must be an integer >= traversal.min_calls ({min_calls}), got {window!r}"
+            )
+        # NaN or inf would only fail at the first fit, mid-run.
+        if isinstance(prior_calls, bool) or not isinstance(prior_calls, int | float) or not 0 <= prior_calls < math.inf:
+            raise ConfigError(f"traversal.prior_calls must be a finite number >= 0, got {prior_calls!r}")
         warmup_rows = options.get("warmup_rows", 8)
         if isinstance(warmup_rows, bool) or not isinstance(warmup_rows, int) or warmup_rows < 1:
             raise ConfigError(f"traversal.warmup_rows must be an integer >= 1, got {warmup_rows!r}")
@@ -275,7 +295,9 @@ class PredictiveTraversal(Traversal):
         predictor = None
         if path is not None:
             key = str(path)
-            if key not in _HOT:
+            if key in _HOT:  # an earlier run's watcher: the file may have broken or changed since
+                _HOT[key].check()  # PredictorError (a ConfigError) if unusable at this run's start
+            else:
                 _HOT[key] = HotPredictor(path)  # PredictorError (a ConfigError) if unusable at start
             predictor = _HOT[key]
         cost_model = CallCostModel(min_calls, window, float(prior_calls))
