@@ -37,6 +37,7 @@ def test_clairvoyant_requests_exactly_the_depths_bfs_walks_decide(tmp_path, samp
         # Exact: the same chain as the sequential one.
         assert state.tokens.tolist() == sequential.tokens.tolist()
         assert trace.accepts == sequential_trace.accepts
+        assert trace.log_accepts == sequential_trace.log_accepts  # the same path, bit for bit
         walks[name] = rounds
 
     bfs, clairvoyant = walks["bfs"], walks["clairvoyant"]

@@ -243,6 +243,7 @@ def test_bfs_equals_sequential_token_for_token(tmp_path, schedule, beta, mix):
             np.testing.assert_array_equal(state.tokens, reference.tokens)
             np.testing.assert_array_equal(state.entropy, reference.entropy)
             assert trace.accepts == reference_trace.accepts
+            assert trace.log_accepts == reference_trace.log_accepts  # the same path, bit for bit
             discarded += trace.discarded_requests
             if n_pf == 1:
                 assert trace.discarded_requests == 0  # a depth-0 request is never speculative

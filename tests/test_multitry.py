@@ -258,6 +258,7 @@ def test_bfs_equals_sequential_token_for_token(tmp_path, schedule, m):
             np.testing.assert_array_equal(state.tokens, reference.tokens)
             np.testing.assert_array_equal(state.logq_extra, reference.logq_extra)
             assert trace.accepts == reference_trace.accepts
+            assert trace.log_accepts == reference_trace.log_accepts  # the same path, bit for bit
             assert trace.discarded_requests == 0  # the uniform cut never depends on the state
 
 

@@ -118,6 +118,7 @@ def test_predictive_chains_equal_sequential_chains(tmp_path, predictors, sampler
                 state, trace = run_chain(kernel, engine, stepper, [], key, schedule)
                 np.testing.assert_array_equal(state.tokens, reference.tokens)
                 assert trace.accepts == reference_trace.accepts
+                assert trace.log_accepts == reference_trace.log_accepts  # the same path, bit for bit
                 np.testing.assert_array_equal(state.logp0, reference.logp0)
                 depth_counts |= {(r["depths"], r["max_depths"]) for r in rounds}
     # The test is only worth something if plans really differ from BFS.
@@ -397,6 +398,7 @@ def test_hot_load_switches_between_rounds_and_survives_a_corrupted_file(tmp_path
         state, trace = run_chain(kernel, engine, PrefetchStepper(traversal, 2, on_round), [], key, schedule)
     np.testing.assert_array_equal(state.tokens, reference.tokens)
     assert trace.accepts == reference_trace.accepts
+    assert trace.log_accepts == reference_trace.log_accepts  # the same path, bit for bit
     assert len(used) >= 8
     assert used[:2] == [fingerprints["rejecting"]] * 2
     assert used[2:6] == [fingerprints["accepting"]] * 4  # from the round after the swap; the garbage is ignored

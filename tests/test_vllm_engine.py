@@ -224,6 +224,7 @@ def test_presto_chains_equal_sequential_chains_and_hit_the_prefix_cache(engine, 
             presto_missed += after["prefix_missed_tokens"] - before["prefix_missed_tokens"]
             np.testing.assert_array_equal(state.tokens, reference.tokens)
             assert trace.accepts == reference_trace.accepts
+            assert trace.log_accepts == reference_trace.log_accepts  # the same path, bit for bit
     assert presto_cached / (presto_cached + presto_missed) > 0.5
     metrics = engine.metrics()
     assert 0.5 < metrics["prefix_cache_hit_rate"] <= 1.0
@@ -250,6 +251,7 @@ def test_every_sampler_and_traversal_gives_the_sequential_chain(engine, prompt, 
         state, trace = run_chain(kernel, engine, PrefetchStepper(rule, n_pf), prompt, key, schedule)
         np.testing.assert_array_equal(state.tokens, reference.tokens)
         assert trace.accepts == reference_trace.accepts
+        assert trace.log_accepts == reference_trace.log_accepts  # the same path, bit for bit
 
 
 def test_reset_prefix_cache_makes_the_next_call_start_cold(engine, prompt):
