@@ -38,9 +38,11 @@ def check_group_choices(conf_dir: Path, overrides: list[str]) -> None:
         if override.startswith("-") or "=" not in override:
             continue
         key, _, value = override.lstrip("+~").partition("=")
-        if key not in groups or value.startswith(_SPECIAL_PREFIXES) or value in ("", "null"):
+        if key not in groups or value.startswith(_SPECIAL_PREFIXES) or value == "":
             continue
         options = sorted(p.stem for p in (conf_dir / key).glob("*.yaml"))
+        if value == "null":  # Hydra 1.3 refuses a null group override with a traceback (ValueError), even launcher's
+            fail(f"{key}=null is not an option; choose one of: {', '.join(options)} (~{key} drops the group)")
         for option in value.split(","):
             if option not in options:
                 fail(f"{key}={option} is not an option; choose one of: {', '.join(options)}")
@@ -279,6 +281,16 @@ def _sweep_job() -> int | None:
     return hydra_cfg.job.num if hydra_cfg.mode == RunMode.MULTIRUN else None
 
 
+def _resume_overrides(run_dir: Path) -> str:
+    """The overrides that continue this run: the default directory is named by the time it started,
+    so ``run.resume=true`` alone would start a new run in a new directory."""
+    from hydra.core.hydra_config import HydraConfig
+
+    if _sweep_job() is None:
+        return f"run.resume=true hydra.run.dir={run_dir}"
+    return f"-m run.resume=true hydra.sweep.dir={HydraConfig.get().sweep.dir}"
+
+
 class SweepJobFailed(CompactHydraException):
     """A sweep job stopped by a user error, raised instead of exiting.
 
@@ -313,8 +325,8 @@ def execute(cfg: DictConfig) -> float | None:
     except KeyboardInterrupt as interrupt:
         terminated = bool(interrupt.args) and interrupt.args[0] == _TERMINATED
         print(
-            f"\n{'terminated' if terminated else 'interrupted'}: finished chains are in chains.jsonl; "
-            "rerun with run.resume=true",
+            f"\n{'terminated' if terminated else 'interrupted'}: finished chains are in {run_dir / 'chains.jsonl'}; "
+            f"rerun with the same overrides and {_resume_overrides(run_dir)}",
             file=sys.stderr,
         )
         sys.exit(143 if terminated else 130)

@@ -175,6 +175,8 @@ def validate(cfg: DictConfig) -> RunSettings:
             resolve_mode(OmegaConf.select(cfg, "logger.mode"))
         except ValueError as err:
             raise ConfigError(str(err)) from None
+        for key in ("log_rounds", "log_plots"):  # the logger takes bool(value): "no" would be true
+            _flag(cfg, f"logger.{key}", default=True)
     engine = _get(cfg, "engine.name")
     from presto.engines import ENGINE_KEYS
 
@@ -184,6 +186,8 @@ def validate(cfg: DictConfig) -> RunSettings:
         table = _get(cfg, "engine.table")
         if not Path(str(table)).is_file():
             raise ConfigError(f"engine.table: no such file {table}")
+    validate_engine(cfg, engine)
+    validate_dataset(cfg)
     traversal_options = {k: v for k, v in OmegaConf.to_container(cfg.traversal, resolve=True).items() if k != "name"}
     if traversal in ("sequential", "bfs"):  # rules without options: a key given to them is a mistake
         check_keys(traversal_options, "traversal", f"traversal={traversal}", ())
@@ -200,3 +204,66 @@ def validate(cfg: DictConfig) -> RunSettings:
         progress=_flag(cfg, "run.progress"),
         rescore=_flag(cfg, "run.rescore", default=False),
     )
+
+
+def _optional(cfg: DictConfig, key: str, check) -> None:
+    """Run ``check(cfg, key)`` unless the key is absent or null (null takes the default)."""
+    if OmegaConf.select(cfg, key, default=None) is not None:
+        check(cfg, key)
+
+
+def validate_engine(cfg: DictConfig, engine: Any) -> None:
+    """The engine's own values, here rather than when the engine is built: that is after the task
+    has loaded, and a sweep's later points would only fail once the earlier jobs have run.
+
+    The engines check the same values when built (they can be built without this module).
+    """
+    if engine == "hf":
+        from presto.engines.hf import _DTYPES
+
+        dtype = OmegaConf.select(cfg, "engine.dtype", default="float32")  # build_engine's default
+        if dtype not in _DTYPES:
+            raise ConfigError(f"engine.dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        # 0 would silently mean torch's default (the engine tests `if threads`), -1 fails inside torch.
+        _optional(cfg, "engine.threads", _threads)
+    elif engine == "vllm":
+        from presto.engines.vllm import _DEFAULTS, VLLMEngine
+
+        options = OmegaConf.to_container(cfg.engine, resolve=True)
+        check_keys(options, "engine", "engine=vllm", ("name", *_DEFAULTS))
+        for key in ("enforce_eager", "enable_prefix_caching", "enable_chunked_prefill", "exact_logprobs"):
+            _flag(cfg, f"engine.{key}", default=_DEFAULTS[key])  # the engine takes bool(value): "no" would be true
+        utilization = OmegaConf.select(
+            cfg, "engine.gpu_memory_utilization", default=_DEFAULTS["gpu_memory_utilization"]
+        )
+        if isinstance(utilization, bool) or not isinstance(utilization, int | float):  # float("abc") would raise
+            raise ConfigError(f"engine.gpu_memory_utilization must be a number in (0, 1], got {utilization!r}")
+        VLLMEngine._check_options({**_DEFAULTS, **{k: v for k, v in options.items() if k != "name"}})
+
+
+def _threads(cfg: DictConfig, key: str) -> None:
+    value = OmegaConf.select(cfg, key)
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ConfigError(f"{key} must be an integer >= 1 or null, got {value!r}")
+
+
+def validate_dataset(cfg: DictConfig) -> None:
+    """The dataset keys the tasks read with ``bool()``, ``float()`` or ``int()``: a typo there would
+    be a traceback once the task loads, or silently true (``allow_code_execution=no``)."""
+    for key in ("allow_code_execution", "use_package"):
+        if OmegaConf.select(cfg, f"dataset.{key}", default=None) is not None:
+            _flag(cfg, f"dataset.{key}")
+    thinking = OmegaConf.select(cfg, "dataset.enable_thinking", default=None)
+    if thinking is not None and not isinstance(thinking, bool):
+        raise ConfigError(f"dataset.enable_thinking must be true, false or null, got {thinking!r}")
+    _optional(cfg, "dataset.timeout_s", lambda c, k: _number(c, k, float, 0.0, strict=True))
+    _optional(cfg, "dataset.memory_mb", lambda c, k: _number(c, k, int, 64))  # the sandbox's floor
+    _optional(cfg, "dataset.generator_seed", lambda c, k: _number(c, k, int, 0))
+    generators = OmegaConf.select(cfg, "dataset.generators", default=None)
+    if generators is not None:
+        names = OmegaConf.to_container(generators) if OmegaConf.is_config(generators) else generators
+        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
+            raise ConfigError(
+                "dataset.generators must be a non-empty list of reasoning-gym generator names "
+                f"(null: the default ones), got {names!r}"
+            )

@@ -30,7 +30,7 @@ from presto.samplers import build_kernel
 from presto.samplers.chain import BlockSchedule, BlockStepper, SequentialStepper, run_chain
 from presto.samplers.kernel import Kernel
 from presto.samplers.randomness import ChainKey
-from presto.tasks import Problem, Task
+from presto.tasks import Grade, Problem, Task
 
 if TYPE_CHECKING:
     from presto.prefetch.traversal import Traversal
@@ -123,6 +123,7 @@ def summarize(
         "confidence_mean": float(np.mean([r["confidence"] for r in records])) if records else None,
         "graded": len(graded),
         "ungraded": len(records) - len(graded),
+        "grade_errors": sum(1 for r in records if r.get("grade_error")),  # among the ungraded: the grader failed
         "accuracy": float(np.mean(graded)) if graded else None,
         "expected_chains": len(expected),
         "complete": set(expected) <= {(r["prompt_id"], r["chain"]) for r in records},
@@ -265,7 +266,16 @@ def sample_chain(
     call_time_s = engine.stats.call_time_s - before.call_time_s
     wall_time_s = time.perf_counter() - start
     text = engine.decode(cut_at_eos(state.tokens, engine.eos_token_ids))
-    grade = task.grade(problem, text)
+    grade_error = None
+    try:
+        grade = task.grade(problem, text)
+    except Exception as err:  # a grader bug or a broken sandbox must not lose the chain, nor stop the run
+        grade_error = f"{type(err).__name__}: {err}"
+        print(
+            f"warning: grading {problem.problem_id} chain {chain} failed ({grade_error}); kept ungraded",
+            file=sys.stderr,
+        )
+        grade = Grade(None, None, grade_error)
     record = {
         "prompt_id": problem.problem_id,
         "prompt_sha": prompt_fingerprint(prompt_ids),
@@ -289,6 +299,8 @@ def sample_chain(
         "correct": grade.correct,
         "extracted": grade.extracted,
     }
+    if grade_error is not None:
+        record["grade_error"] = grade_error
     record.update(getattr(trace, "info", None) or {})  # baseline-specific figures (candidates, ESS, ...)
     if rescore:
         from presto.eval.quality import rescore as rescore_quality
@@ -425,6 +437,13 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
     records = list(writer.previous)
     done = writer.finished()
+    if settings.resume and not records:
+        # A run directory named by the time (the default) is always new: say so rather than start over silently.
+        print(
+            f"notice: run.resume=true, but {run_dir} holds no finished chains: starting the run from its first chain "
+            "(to continue a run, pass its directory: hydra.run.dir=DIR, or hydra.sweep.dir=DIR with -m)",
+            file=sys.stderr,
+        )
     every = [(problem, chain) for problem in problems for chain in range(settings.chains_per_prompt)]
     expected = [(problem.problem_id, chain) for problem, chain in every]
     jobs = [(problem, chain) for problem, chain in every if (problem.problem_id, chain) not in done]
