@@ -328,6 +328,10 @@ def test_settings_are_checked_before_vllm_starts(model_dirs, engine):
         VLLMEngine(model_dirs[0], device=other)
     with pytest.raises(ConfigError, match="enable_chunked_prefill"):  # any platform (tests/test_gpu_paths.py)
         VLLMEngine(model_dirs[0], enable_chunked_prefill=True)
+    with pytest.raises(ConfigError, match=r"engine\.enforce_eager must be true or false, got 'no'"):
+        VLLMEngine(model_dirs[0], enforce_eager="no")  # bool("no") would be true
+    with pytest.raises(ConfigError, match=r"engine\.gpu_memory_utilization must be a number in \(0, 1\]"):
+        VLLMEngine(model_dirs[0], gpu_memory_utilization="abc")
 
 
 def test_missing_vllm_is_engine_unavailable(model_dirs, monkeypatch):

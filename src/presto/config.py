@@ -231,13 +231,6 @@ def validate_engine(cfg: DictConfig, engine: Any) -> None:
 
         options = OmegaConf.to_container(cfg.engine, resolve=True)
         check_keys(options, "engine", "engine=vllm", ("name", *_DEFAULTS))
-        for key in ("enforce_eager", "enable_prefix_caching", "enable_chunked_prefill", "exact_logprobs"):
-            _flag(cfg, f"engine.{key}", default=_DEFAULTS[key])  # the engine takes bool(value): "no" would be true
-        utilization = OmegaConf.select(
-            cfg, "engine.gpu_memory_utilization", default=_DEFAULTS["gpu_memory_utilization"]
-        )
-        if isinstance(utilization, bool) or not isinstance(utilization, int | float):  # float("abc") would raise
-            raise ConfigError(f"engine.gpu_memory_utilization must be a number in (0, 1], got {utilization!r}")
         VLLMEngine._check_options({**_DEFAULTS, **{k: v for k, v in options.items() if k != "name"}})
 
 

@@ -299,6 +299,12 @@ class VLLMEngine(ChatText, Engine):
                 f"engine.tensor_parallel_size={cfg['tensor_parallel_size']} is not supported: with more than one "
                 "GPU vLLM samples in worker processes, out of reach of presto's logits recorder; use 1"
             )
+        for key in ("enforce_eager", "enable_prefix_caching", "enable_chunked_prefill", "exact_logprobs"):
+            if not isinstance(cfg[key], bool):  # the engine reads them with bool(): "no" would be true
+                raise _config_error(f"engine.{key} must be true or false, got {cfg[key]!r}")
+        utilization = cfg["gpu_memory_utilization"]
+        if isinstance(utilization, bool) or not isinstance(utilization, int | float) or not 0 < utilization <= 1:
+            raise _config_error(f"engine.gpu_memory_utilization must be a number in (0, 1], got {utilization!r}")
         if cfg["enable_chunked_prefill"]:
             # vLLM samples every row of a step, also a prefill's non-final chunk (and drops that
             # token): the recorder would get an extra row per chunk, misaligned with the tokens.
@@ -320,8 +326,6 @@ class VLLMEngine(ChatText, Engine):
                 f"engine.max_num_batched_tokens={batched} must be >= engine.max_model_len={cfg['max_model_len']} "
                 "(no chunked prefill: every prefill fits in one step)"
             )
-        if not 0 < float(cfg["gpu_memory_utilization"]) <= 1:
-            raise _config_error(f"engine.gpu_memory_utilization must be in (0, 1], got {cfg['gpu_memory_utilization']}")
         threads = cfg["threads"]
         if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
             raise _config_error(f"engine.threads must be an integer >= 1 or null, got {threads!r}")
