@@ -161,6 +161,19 @@ def test_kill_everything_stays_inside_the_namespace() -> None:
     assert correct is False
 
 
+def test_a_program_has_no_capabilities_over_the_host() -> None:
+    """Even when grading runs as root: its uid map is a user namespace's one line, not the host's full range."""
+    import shutil
+    import subprocess
+
+    unshare = shutil.which("unshare")
+    if unshare is None or subprocess.run([unshare, "--user", "--map-root-user", "true"], check=False).returncode:
+        pytest.skip("no user namespaces on this machine")
+    code = "maps = open('/proc/self/uid_map').read().split()\nassert maps[2] != '4294967295', maps\n"
+    correct, detail, _ = run_malicious(code)
+    assert correct is True, detail
+
+
 def test_huge_output_is_cut_by_the_file_size_limit() -> None:
     correct, _, elapsed = run_malicious("import sys\nwhile True:\n    sys.stdout.write('x' * 65536)\n")
     assert correct is False and elapsed < TIMEOUT_S + SLACK_S

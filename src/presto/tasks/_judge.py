@@ -4,8 +4,14 @@ This file is run as a script (``python -I -B _judge.py``) by :mod:`presto.tasks.
 never imported, and uses the standard library only. It reads one JSON job from a file in
 its (otherwise empty, temporary) working directory and deletes it, locks itself down
 (resource limits, Landlock), then runs each test case in a forked child that also gets
-a seccomp filter (no new processes) and a ``socket`` module that refuses to work, and
-prints one JSON verdict on stdout.
+a seccomp filter (no new processes, no changes to file modes, owners, times or extended
+attributes) and a ``socket`` module that refuses to work, and prints one JSON verdict on
+stdout.
+
+A child is a copy of the judge, so before it runs any untrusted line it drops the
+expected outputs from its copy of the job: a program that walks up its interpreter's
+frames finds the case's input, never its answer. The judge, not the child, compares a
+stdin program's output and a call's result (sent back as JSON) with the answer.
 
 Why a judge process and forked children: the judge is trusted code that stays in
 control (it enforces the per-case wall clock and compares outputs), while the untrusted
@@ -16,10 +22,12 @@ The child reports how its case ended through a pipe it must inherit, so the prog
 write to that pipe too (its descriptor is listed in /proc/self/fd). The judge therefore
 accepts a report only if it is one JSON object carrying the case's nonce, a fresh random
 token, and only from a child that exited normally: a program that writes ``{"ok": true}``
-to every descriptor and exits before its tests fails. (Code that deliberately digs the
-nonce out of its own interpreter's memory could still forge a report, just as it could
-subvert tests that run in its process, e.g. by returning an object equal to everything:
-no in-process test harness can prevent that, and this sandbox does not claim to.)
+to every descriptor and exits before its tests fails. The child encodes and writes its
+report with functions it took before the program ran, so a program that monkeypatches
+``json`` or ``os`` does not rewrite it. (Code that deliberately digs the nonce out of its
+own interpreter's frames or memory could still forge a report, just as it could subvert
+tests that run in its process, e.g. by returning an object equal to everything: no
+in-process test harness can prevent that, and this sandbox does not claim to.)
 """
 
 from __future__ import annotations
@@ -28,6 +36,7 @@ import contextlib
 import ctypes
 import ctypes.util
 import json
+import numbers
 import os
 import platform
 import resource
@@ -38,6 +47,7 @@ import struct
 import sys
 import time
 import traceback
+from collections.abc import Callable
 
 JOB_FILE = ".presto-job.json"  # written by the parent into the work directory
 _STARTED = False  # set once the first untrusted program has been forked
@@ -62,8 +72,10 @@ def apply_landlock(workdir: str) -> list[str]:
 
     Landlock is an unprivileged, irrevocable, inherited Linux sandbox. Reads stay allowed
     everywhere (the interpreter and its libraries live all over the file system); what
-    it takes away is every way to change a file outside the work directory, to connect
-    or bind a TCP socket (ABI 4+), and to signal a process outside the sandbox (ABI 6+).
+    it takes away is every way to change a file's contents or a directory's entries
+    outside the work directory, to connect or bind a TCP socket (ABI 4+), and to signal a
+    process outside the sandbox (ABI 6+). It does not cover a file's mode, owner, times
+    or extended attributes: the children's seccomp filter refuses those calls.
     """
     libc = _libc()
     libc.syscall.restype = ctypes.c_long
@@ -110,6 +122,14 @@ def apply_landlock(workdir: str) -> list[str]:
 _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # syscall numbers: clone, clone3, and (x86_64 only) fork and vfork
 _SYSCALLS = {"x86_64": {"clone": 56, "fork": 57, "vfork": 58, "clone3": 435}, "aarch64": {"clone": 220, "clone3": 435}}
+# Calls that change a file's mode, owner, times or extended attributes, which Landlock
+# does not restrict (a program could otherwise chmod 000 or, as root, chown any file):
+# chmod/chown family, utime family, setxattr/removexattr family (incl. fchmodat2 452,
+# setxattrat 463, removexattrat 466).
+_METADATA_SYSCALLS = {
+    "x86_64": (90, 91, 92, 93, 94, 132, 235, 261, 268, 260, 280, 188, 189, 190, 197, 198, 199, 452, 463, 466),
+    "aarch64": (52, 53, 54, 55, 88, 5, 6, 7, 14, 15, 16, 452, 463, 466),
+}
 _CLONE_THREAD = 0x00010000
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 _EAGAIN, _ENOSYS, _EPERM = 11, 38, 1
@@ -121,6 +141,7 @@ def apply_seccomp_no_fork() -> bool:
     A classic BPF filter: ``fork``/``vfork`` and ``clone`` without ``CLONE_THREAD`` fail
     with EAGAIN; ``clone3`` fails with ENOSYS so that libc falls back to ``clone``, whose
     flags the filter can read. RLIMIT_NPROC cannot do this for root, which it exempts.
+    Changes to file metadata (:data:`_METADATA_SYSCALLS`) fail with EPERM, anywhere.
     """
     machine = platform.machine()
     if sys.platform != "linux" or machine not in _AUDIT_ARCH:
@@ -145,6 +166,8 @@ def apply_seccomp_no_fork() -> bool:
         prog += [jump(jset, 0x40000000, 0, 1), stmt(ret, _RET_ERRNO | _EPERM)]  # x32 ABI
         prog += [jump(jeq, nrs["fork"], 0, 1), stmt(ret, deny_fork)]
         prog += [jump(jeq, nrs["vfork"], 0, 1), stmt(ret, deny_fork)]
+    for nr in _METADATA_SYSCALLS[machine]:
+        prog += [jump(jeq, nr, 0, 1), stmt(ret, _RET_ERRNO | _EPERM)]
     prog += [
         jump(jeq, nrs["clone3"], 0, 1),
         stmt(ret, _RET_ERRNO | _ENOSYS),
@@ -269,8 +292,24 @@ def _run_program(job: dict, source: str, run_name: str) -> dict:
     return {"ok": True}
 
 
-def _run_call(job: dict, case: dict) -> dict:
-    """Child side: one LeetCode-style case, a call of ``Solution().<func_name>(*args)``."""
+def _plain(value: object) -> object:
+    """JSON for the numbers and arrays numpy-like libraries return (``np.int64(6) == 6``)."""
+    if hasattr(value, "tolist"):
+        return value.tolist()
+    if isinstance(value, numbers.Integral):
+        return int(value)
+    if isinstance(value, numbers.Number):  # Decimal too; the round trip check catches what float changed
+        return float(value)
+    raise TypeError(f"a {type(value).__name__} is not a JSON value")
+
+
+def _run_call(job: dict, case: dict, result_path: str) -> dict:
+    """Child side: one LeetCode-style case, a call of ``Solution().<func_name>(*args)``.
+
+    The result goes to ``result_path`` as JSON, and the judge compares it with the answer,
+    which this process never holds. A result whose JSON is not equal to it (a nested
+    tuple, an int dict key, NaN) equals no JSON answer either, so it is wrong here.
+    """
     namespace: dict = {"__name__": "solution"}
     try:
         exec(compile(_LCB_PRELUDE + job["code"], "solution.py", "exec"), namespace)
@@ -279,23 +318,50 @@ def _run_call(job: dict, case: dict) -> dict:
         if func is None:
             return {"ok": False, "error": f"function {job['func_name']!r} not found"}
         args = [json.loads(line) for line in case["input"].split("\n") if line.strip()]
-        expected = json.loads(case["output"])
         got = func(*args)
         _finish_threads()
-        if isinstance(got, tuple):
+        if isinstance(got, tuple):  # as LiveCodeBench does, the top level only
             got = list(got)
-        if got != expected:
-            return {"ok": False, "error": f"wrong answer: got {str(got)[:100]}, expected {str(expected)[:100]}"}
+        text = json.dumps(got, default=_plain)
+        if json.loads(text) != got:
+            return {"ok": False, "error": f"wrong answer: got {str(got)[:100]}, not a JSON value"}
+        with open(result_path, "w", encoding="utf-8") as fh:
+            fh.write(text)
     except BaseException as exc:
         return {"ok": False, "error": _short_error(exc)}
     return {"ok": True}
 
 
-def _child(
-    job: dict, case: dict, stdin_path: str, out_path: str, err_path: str, result_fd: int, nonce: str, mode: str
-) -> None:
+def _reporter(result_fd: int, nonce: str, seccomp: bool) -> Callable[[bool, str], None]:
+    """The child's report writer, made before the program runs.
+
+    It encodes with the C JSON string encoder and writes with ``os.write`` as they were
+    then, and hands the nonce to nothing the program could have replaced: a program that
+    monkeypatches ``json.dumps`` (or anything else it can reach by import) to say
+    ``"ok": true`` cannot turn its failed tests into a pass. ``"ok"`` comes last, after
+    the escaped error text, so it is the one that counts.
+    """
+    write, quote = os.write, json.encoder.encode_basestring_ascii
+    head = f'{{"nonce": "{nonce}", "seccomp": {"true" if seccomp else "false"}, '.encode()
+
+    def send(ok: bool, error: str) -> None:
+        tail = b'"ok": true}' if ok else b'"error": ' + quote(error[:300]).encode() + b', "ok": false}'
+        write(result_fd, head + tail)  # under PIPE_BUF: one atomic write
+
+    return send
+
+
+def _child(job: dict, case: dict, paths: dict[str, str], result_fd: int, nonce: str, mode: str) -> None:
     """Forked child: redirect fds, lock down, run the untrusted code, report (with the nonce), _exit."""
+    # taken now: a program that replaced os._exit would otherwise return from here into the
+    # judge's code, as a second judge
+    exit_now = os._exit
     try:
+        # every case dict (``case`` too) is shared with the job: the program, which can walk up
+        # its interpreter's frames to them, finds the inputs but no expected output
+        for each in job.get("cases") or ():
+            each.pop("output", None)
+        stdin_path, out_path, err_path = paths["stdin"], paths["stdout"], paths["stderr"]
         fd_in = os.open(stdin_path, os.O_RDONLY)
         fd_out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
         fd_err = os.open(err_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
@@ -307,8 +373,9 @@ def _child(
         _reopen_std_streams()
         seccomp = apply_seccomp_no_fork()
         disable_sockets()
+        send = _reporter(result_fd, nonce, seccomp)
         if mode == "call":
-            report = _run_call(job, case)
+            report = _run_call(job, case, paths["result"])
         else:
             report = _run_program(job, job["source"], "__main__" if mode == "stdio" else "solution")
         try:
@@ -316,14 +383,12 @@ def _child(
             sys.stderr.flush()
         except BaseException as exc:
             report = {"ok": False, "error": f"cannot write output: {_short_error(exc)}"}
-        report["seccomp"] = seccomp
-        report["nonce"] = nonce
-        os.write(result_fd, json.dumps(report).encode()[:4096])
+        send(report.get("ok") is True, report.get("error") or "")
     except BaseException:
         with contextlib.suppress(BaseException):
             os.write(result_fd, json.dumps({"ok": False, "error": traceback.format_exc()[-300:]}).encode())
     finally:
-        os._exit(0)
+        exit_now(0)
 
 
 def _authentic(raw: bytes, nonce: str) -> dict | None:
@@ -378,11 +443,14 @@ def _describe_status(status: int) -> str:
 
 
 def _run_case(job: dict, mode: str, case: dict, index: int) -> tuple[dict, str]:
-    """Judge side: fork a child for one case, enforce its wall clock, collect its report."""
+    """Judge side: fork a child for one case, enforce its wall clock, collect its report.
+
+    Returns the report and what the judge compares with the answer: a stdin program's
+    output, or a call's result as JSON text.
+    """
     workdir = job["workdir"]
-    stdin_path = os.path.join(workdir, f".stdin{index}")
-    out_path = os.path.join(workdir, f".stdout{index}")
-    err_path = os.path.join(workdir, f".stderr{index}")
+    paths = {name: os.path.join(workdir, f".{name}{index}") for name in ("stdin", "stdout", "stderr", "result")}
+    stdin_path = paths["stdin"]
     with open(stdin_path, "w", encoding="utf-8") as fh:
         fh.write(case.get("input", "") if mode == "stdio" else "")
     read_fd, write_fd = os.pipe()
@@ -394,7 +462,7 @@ def _run_case(job: dict, mode: str, case: dict, index: int) -> tuple[dict, str]:
     pid = os.fork()
     if pid == 0:
         os.close(read_fd)
-        _child(job, case, stdin_path, out_path, err_path, write_fd, nonce, mode)
+        _child(job, case, paths, write_fd, nonce, mode)
     os.close(write_fd)
     chunks = []
     status, timed_out = _wait(pid, float(job["timeout_s"]))
@@ -409,9 +477,9 @@ def _run_case(job: dict, mode: str, case: dict, index: int) -> tuple[dict, str]:
         pass
     os.close(read_fd)
     output = ""
-    if mode == "stdio":
+    if mode in ("stdio", "call"):
         try:
-            with open(out_path, encoding="utf-8", errors="replace") as fh:
+            with open(paths["stdout" if mode == "stdio" else "result"], encoding="utf-8", errors="replace") as fh:
                 output = fh.read(1 << 24)
         except OSError:
             output = ""
@@ -451,6 +519,14 @@ def outputs_match(got: str, expected: str) -> bool:
     return True
 
 
+def results_match(got: str, expected: str) -> bool:
+    """Whether a call's result (its JSON, written by the child) equals the JSON answer."""
+    try:
+        return bool(json.loads(got) == json.loads(expected))
+    except (ValueError, RecursionError, MemoryError):
+        return False  # the program wrote something else (or too deep) to its result file
+
+
 def judge(job: dict) -> dict:
     """Run every case of the job; stop at the first failure, as the benchmarks do."""
     kind = job["kind"]
@@ -470,6 +546,9 @@ def judge(job: dict) -> dict:
                 return {"status": "failed", "detail": f"case {i}: {report.get('error', '')}", "seccomp": seccomp}
             if kind == "stdio" and not outputs_match(output, case["output"]):
                 detail = f"case {i}: wrong answer: got {output[:100]!r}"
+                return {"status": "failed", "detail": detail, "seccomp": seccomp}
+            if kind == "call" and not results_match(output, case["output"]):
+                detail = f"case {i}: wrong answer: got {output[:100]}, expected {case['output'][:100]}"
                 return {"status": "failed", "detail": detail, "seccomp": seccomp}
         return {"status": "passed", "detail": f"{len(job['cases'])} cases", "seccomp": seccomp}
     return {"status": "error", "detail": f"unknown job kind {kind!r}"}

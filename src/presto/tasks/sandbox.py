@@ -4,15 +4,18 @@ Layers, each one optional and reported, so that a missing one weakens but never 
 grading:
 
 - a new session (process group) for the whole tree, killed with ``os.killpg`` at the end;
-- ``unshare --net --pid --fork --kill-child`` when it works here: no network interface but
-  loopback, and a PID namespace in which the parent and every other process are
-  invisible and whose processes all die with the judge;
+- ``unshare --user --map-root-user --net --pid --uts --fork --kill-child`` when it works
+  here (root falls back to no user namespace): capabilities that hold only inside, no
+  network interface but loopback, its own hostname, and a PID namespace in which the
+  parent and every other process are invisible and whose processes all die with the judge;
 - inside, the judge (:mod:`presto.tasks._judge`) sets RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE,
   RLIMIT_NPROC and RLIMIT_NOFILE, applies Landlock (writes only in the work directory, no
   TCP, no signals to processes outside), and runs each test case in a forked child with
-  a seccomp filter against new processes and a ``socket`` module that refuses to work,
-  and accepts a case's report only with that case's random nonce (a program cannot pass
-  by writing a fake report to the inherited pipe and exiting);
+  a seccomp filter against new processes and file metadata changes (chmod, chown, utime,
+  xattrs: Landlock lets those through) and a ``socket`` module that refuses to work, and
+  without the expected outputs, which the judge compares itself; it accepts a case's
+  report only with that case's random nonce (a program cannot pass by writing a fake
+  report to the inherited pipe and exiting);
 - an empty temporary working directory, a stripped environment, and a wall clock.
 
 The limits are set by the judge itself rather than in ``preexec_fn``, because
@@ -34,6 +37,7 @@ import os
 import selectors
 import shutil
 import signal
+import stat
 import subprocess
 import sys
 import tempfile
@@ -84,17 +88,20 @@ class RunResult:
 def namespace_prefix() -> tuple[str, ...]:
     """The ``unshare`` command line that works on this machine, or () if none does.
 
-    Root can create network and PID namespaces directly; other users need a user
-    namespace too. Probed once per process with ``true``.
+    Other users need a user namespace to create the network, PID and UTS namespaces. Root
+    can do without one, but takes one too where it can: its capabilities then hold only
+    inside (a program run as root could otherwise set the host's clock, load kernel modules
+    or reboot the machine). Probed once per process with ``true``.
     """
     exe = shutil.which("unshare")
     if exe is None or sys.platform != "linux":
         return ()
-    base = [exe, "--net", "--pid", "--fork"]
-    if os.geteuid() != 0:
-        base = [exe, "--user", "--map-root-user", "--net", "--pid", "--fork"]
+    namespaces = ["--net", "--pid", "--uts", "--fork"]  # --uts: a hostname change stays inside
+    bases = [[exe, "--user", "--map-root-user", *namespaces]]
+    if os.geteuid() == 0:
+        bases.append([exe, *namespaces])
     # --kill-child (util-linux >= 2.32) is a nicety: killpg takes the judge down anyway
-    candidates = [[*base, "--kill-child"], base]
+    candidates = [variant for base in bases for variant in ([*base, "--kill-child"], base)]
     for cmd in candidates:
         try:
             probe = subprocess.run([*cmd, "true"], capture_output=True, timeout=10, check=False)
@@ -148,14 +155,15 @@ def _clean_env(workdir: str) -> dict[str, str]:
     }
 
 
-def _read_until(proc: subprocess.Popen[bytes], deadline: float, cap: int = 1 << 20) -> tuple[bytes, bytes, bool]:
+def _read_until(proc: subprocess.Popen[bytes], deadline: float, cap: int = 1 << 20) -> tuple[bytes | None, bytes, bool]:
     """Read stdout (up to ``cap``) and the tail of stderr until EOF or ``deadline``.
 
-    Returns (stdout, stderr tail, timed_out). Does not reap the process, so its process
-    group id stays reserved until the caller has killed the group.
+    Returns (stdout, stderr tail, timed_out); stdout is None if more than ``cap`` bytes
+    came, which the judge's small verdict never is. Does not reap the process, so its
+    process group id stays reserved until the caller has killed the group.
     """
     assert proc.stdout is not None and proc.stderr is not None
-    out, err = bytearray(), bytearray()
+    out, err, overflow = bytearray(), bytearray(), False
     with selectors.DefaultSelector() as sel:
         sel.register(proc.stdout, selectors.EVENT_READ)
         sel.register(proc.stderr, selectors.EVENT_READ)
@@ -163,17 +171,41 @@ def _read_until(proc: subprocess.Popen[bytes], deadline: float, cap: int = 1 << 
         while open_streams:
             left = deadline - time.monotonic()
             if left <= 0:
-                return bytes(out), bytes(err), True
+                return None if overflow else bytes(out), bytes(err), True
             for key, _ in sel.select(timeout=left):
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     sel.unregister(key.fileobj)
                     open_streams -= 1
                 elif key.fileobj is proc.stdout:
+                    overflow = overflow or len(out) + len(chunk) > cap
                     out += chunk[: max(0, cap - len(out))]
                 else:
                     err = (err + chunk)[-4096:]
-    return bytes(out), bytes(err), False
+    return None if overflow else bytes(out), bytes(err), False
+
+
+def _own_dirs(path: str) -> None:
+    """Give the owner full rights on ``path`` and every directory below it, top down."""
+    with contextlib.suppress(OSError):
+        os.chmod(path, stat.S_IRWXU)
+    with contextlib.suppress(OSError), os.scandir(path) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                _own_dirs(entry.path)
+
+
+def _remove_tree(path: str) -> None:
+    """Remove a work directory, including what the program made hard to remove.
+
+    A program can make a directory it may write but not list (``mkdir(d, 0o300)``), which
+    a plain rmtree by a user other than root cannot empty; the directories are the
+    program's (ours), so their owner may give themselves the rights back.
+    """
+    shutil.rmtree(path, ignore_errors=True)
+    if os.path.lexists(path):
+        _own_dirs(path)
+        shutil.rmtree(path, ignore_errors=True)
 
 
 def run_sandboxed(job: dict[str, Any], limits: SandboxLimits) -> RunResult:
@@ -227,9 +259,15 @@ def run_sandboxed(job: dict[str, Any], limits: SandboxLimits) -> RunResult:
         duration = time.monotonic() - start
         if timed_out:
             return RunResult("timeout", f"sandbox wall clock of {wall_s:.0f} s exceeded", duration)
-        try:
-            verdict = json.loads(stdout.decode("utf-8", errors="replace"))
-        except ValueError:
+        # A program can find the judge's stdout pipe in /proc and write a verdict into it;
+        # the judge then adds its own (two objects: not a verdict) unless the program killed
+        # it or padded its forgery past the cap. So only the whole output of a judge that
+        # exited by itself counts, and only as one JSON object.
+        verdict = None
+        if stdout is not None and proc.returncode == 0:
+            with contextlib.suppress(ValueError, RecursionError):
+                verdict = json.loads(stdout.decode("utf-8", errors="replace"))
+        if not isinstance(verdict, dict):
             if proc.returncode is not None and proc.returncode > 0:
                 # the judge exits non-zero only if it could not run at all; programs can only kill it
                 last = (stderr.decode("utf-8", errors="replace").strip().splitlines() or ["(no message)"])[-1]
@@ -237,10 +275,11 @@ def run_sandboxed(job: dict[str, Any], limits: SandboxLimits) -> RunResult:
             return RunResult("failed", f"judge gave no verdict (exit status {proc.returncode})", duration)
         protections = tuple(verdict.get("protections", ()))
         if namespace_prefix():
-            protections = ("netns", "pidns", *protections)
+            userns = ("userns",) if "--user" in namespace_prefix() else ()
+            protections = (*userns, "netns", "pidns", "utsns", *protections)
         return RunResult(str(verdict.get("status")), str(verdict.get("detail", "")), duration, protections)
     finally:
-        shutil.rmtree(workdir, ignore_errors=True)
+        _remove_tree(workdir)
 
 
 @functools.cache

@@ -1,0 +1,149 @@
+"""Adversarial programs that must not be graded correct: forged reports, stolen answers.
+
+Each one attacks the judge from inside the program, without digging a secret out of raw
+memory: by monkeypatching what the judge reports with, by reading the expected output
+the judge still held, or by writing a verdict into the judge's own output pipe.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from presto.tasks.code_grader import mbpp_program
+from presto.tasks.sandbox import SandboxLimits, probe_protections, run_sandboxed
+
+LIMITS = SandboxLimits(timeout_s=3.0, memory_mb=512, file_size_mb=4)
+
+# replaces json.dumps so that every dict it encodes (the judge's report) says ok
+PATCH_JSON = (
+    "import json\n_dumps = json.dumps\n"
+    "json.dumps = lambda o, *a, **k: _dumps({**o, 'ok': True} if isinstance(o, dict) else o, *a, **k)\n"
+)
+
+
+def status(job: dict) -> str:
+    return run_sandboxed(job, LIMITS).status
+
+
+def test_a_patched_json_module_does_not_forge_a_pass() -> None:
+    script = mbpp_program("", PATCH_JSON + "def sq(x):\n    return 0", ["assert sq(3) == 9"])
+    assert status({"kind": "script", "code": script}) == "failed"
+    call = PATCH_JSON + "def f(x):\n    return 0\n"
+    cases = [{"input": "1", "output": "2"}]
+    assert status({"kind": "call", "code": call, "func_name": "f", "cases": cases}) == "failed"
+    # and the same patch does not make a correct program fail
+    good = mbpp_program("", PATCH_JSON + "def sq(x):\n    return x * x", ["assert sq(3) == 9"])
+    assert status({"kind": "script", "code": good}) == "passed"
+
+
+# walks up the interpreter's frames to the judge's current case and takes its expected output
+FIND_CASE = (
+    "import sys, json\n"
+    "def case():\n"
+    "    f = sys._getframe()\n"
+    "    while f is not None and not isinstance(f.f_locals.get('case'), dict):\n"
+    "        f = f.f_back\n"
+    "    return f.f_locals['case']\n"
+)
+
+
+def test_the_program_cannot_read_the_expected_output_from_the_judge() -> None:
+    cases = [{"input": "1\n", "output": "12345\n"}, {"input": "2\n", "output": "999\n"}]
+    stdio = FIND_CASE + "print(case().get('output'))\n"
+    assert status({"kind": "stdio", "code": stdio, "cases": cases}) == "failed"
+    call = FIND_CASE + "def f(x):\n    return json.loads(case().get('output') or 'null')\n"
+    job = {"kind": "call", "code": call, "func_name": "f", "cases": [{"input": "1", "output": "[7, 8]"}]}
+    assert status(job) == "failed"
+
+
+def test_call_results_compare_as_before() -> None:
+    """The judge compares the call's result (top-level tuple as list), as LiveCodeBench does."""
+    for body, output, expected in (
+        ("return (1, 2)", "[1, 2]", "passed"),
+        ("return [1.0, 2]", "[1, 2]", "passed"),
+        ("return True", "true", "passed"),
+        ("return [(1, 2)]", "[[1, 2]]", "failed"),  # only the top level is converted
+        ("return {1: 2}", '{"1": 2}', "failed"),  # int keys are not the string keys
+        ("return float('nan')", "NaN", "failed"),
+        ("return {1, 2}", "[1, 2]", "failed"),
+        ("return object()", "null", "failed"),
+        ("return None", "null", "passed"),
+        ("from decimal import Decimal\n        return [Decimal(6), Decimal('0.5')]", "[6, 0.5]", "passed"),
+        ("from decimal import Decimal\n        return Decimal('0.1')", "0.1", "failed"),  # as 0.1 != Decimal('0.1')
+        ("return list(range(100000))", "[" + ", ".join(map(str, range(100000))) + "]", "passed"),
+    ):
+        code = f"class Solution:\n    def f(self, x):\n        {body}\n"
+        job = {"kind": "call", "code": code, "func_name": "f", "cases": [{"input": "0", "output": output}]}
+        assert status(job) == expected, body
+
+
+def _judge_stdout_forgery(padding: int) -> str:
+    """Finds the judge (the parent) in /proc and writes a passing verdict into its stdout pipe."""
+    return (
+        "import os, json\n"
+        "me = os.readlink('/proc/self')\n"
+        "ppid = [l.split()[1] for l in open(f'/proc/{me}/status') if l.startswith('PPid:')][0]\n"
+        "try:\n"
+        "    fd = os.open(f'/proc/{ppid}/fd/1', os.O_WRONLY)\n"
+        "except OSError:\n"
+        "    pass\n"
+        "else:\n"
+        f"    os.write(fd, json.dumps({{'status': 'passed', 'detail': ''}}).encode() + b' ' * {padding})\n"
+        "assert False\n"
+    )
+
+
+@pytest.mark.parametrize("padding", [0, 2 << 20])
+def test_a_verdict_written_into_the_judges_pipe_does_not_pass(padding: int) -> None:
+    assert status({"kind": "script", "code": _judge_stdout_forgery(padding)}) == "failed"
+
+
+def test_file_metadata_outside_the_work_directory_cannot_change(tmp_path: Path) -> None:
+    if "seccomp-nofork" not in probe_protections():
+        pytest.skip("no seccomp filter here")
+    target = tmp_path / "keep.txt"
+    target.write_text("keep")
+    os.chmod(target, 0o644)
+    before = target.stat()
+    code = "import os\n" + "".join(
+        f"try:\n    {call}\nexcept OSError:\n    pass\n"
+        for call in (
+            f"os.chmod({str(target)!r}, 0)",
+            f"os.utime({str(target)!r}, (0, 0))",
+            f"os.chown({str(target)!r}, 12345, 12345)",
+            f"os.setxattr({str(target)!r}, 'user.x', b'1')",
+        )
+    )
+    assert status({"kind": "script", "code": code}) == "passed"
+    after = target.stat()
+    assert (after.st_mode, after.st_mtime_ns, after.st_uid) == (before.st_mode, before.st_mtime_ns, before.st_uid)
+    with pytest.raises(OSError):
+        os.getxattr(target, "user.x")
+
+
+def test_the_work_directory_is_removed_even_when_the_program_hid_a_directory(tmp_path: Path) -> None:
+    """``mkdir(d, 0o300)``: writable, not listable, so a plain rmtree by its owner fails.
+
+    Root reads it anyway, so as root the run goes through ``setpriv`` without the
+    capabilities that override file permissions: the owner's view, as any other user has.
+    """
+    script = (
+        "from presto.tasks.sandbox import SandboxLimits, run_sandboxed\n"
+        "code = \"import os\\nos.mkdir('d', 0o300)\\nopen('d/f', 'w').write('x')\\n\"\n"
+        "assert run_sandboxed({'kind': 'script', 'code': code}, SandboxLimits(timeout_s=3)).passed\n"
+    )
+    prefix: list[str] = []
+    if os.geteuid() == 0:
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            pytest.skip("root, and no setpriv to run without CAP_DAC_OVERRIDE")
+        prefix = [setpriv, "--bounding-set=-dac_override,-dac_read_search"]
+    env = {**os.environ, "TMPDIR": str(tmp_path)}
+    subprocess.run([*prefix, sys.executable, "-c", script], env=env, check=True, timeout=60)
+    assert not list(tmp_path.glob("presto-sandbox-*"))
