@@ -147,3 +147,42 @@ def test_the_work_directory_is_removed_even_when_the_program_hid_a_directory(tmp
     env = {**os.environ, "TMPDIR": str(tmp_path)}
     subprocess.run([*prefix, sys.executable, "-c", script], env=env, check=True, timeout=60)
     assert not list(tmp_path.glob("presto-sandbox-*"))
+
+
+def test_ordinary_file_mode_and_time_changes_in_the_work_directory_still_work() -> None:
+    """The metadata filter cannot see paths: inside the work directory chmod and utime must not fail."""
+    code = (
+        "import os, shutil\nopen('a', 'w').write('x')\nos.chmod('a', 0o600)\nos.utime('a', (1, 1))\n"
+        "shutil.copy('a', 'b')\nassert open('b').read() == 'x'\n"
+    )
+    assert status({"kind": "script", "code": code}) == "passed"
+
+
+def test_many_large_call_results_are_compared_within_the_judges_budget() -> None:
+    """The judge compares every case's result itself: its CPU budget must grow with the cases."""
+    n = 400_000
+    cases = [{"input": str(n), "output": "[" + ", ".join(map(str, range(n))) + "]"}] * 40
+    job = {"kind": "call", "code": "def f(n):\n    return list(range(n))\n", "func_name": "f", "cases": cases}
+    result = run_sandboxed(job, SandboxLimits(timeout_s=1.0, memory_mb=1024, file_size_mb=64))
+    assert result.status == "passed", result.detail
+
+
+def test_root_falls_back_to_no_user_namespace_when_that_hides_the_judge(tmp_path: Path, monkeypatch) -> None:
+    """Inside a user namespace root cannot read another user's private folder (a venv in a 0750 home)."""
+    from presto.tasks import sandbox
+
+    if os.geteuid() != 0 or shutil.which("unshare") is None:
+        pytest.skip("needs root and unshare")
+    private = tmp_path / "home"
+    private.mkdir()
+    judge = private / "_judge.py"
+    judge.write_text("")
+    os.chown(private, 1234, 1234)
+    os.chmod(private, 0o700)
+    monkeypatch.setattr(sandbox, "_JUDGE", judge)
+    sandbox.namespace_prefix.cache_clear()
+    try:
+        prefix = sandbox.namespace_prefix()
+    finally:
+        sandbox.namespace_prefix.cache_clear()  # the real judge's prefix for the tests after this one
+    assert prefix and "--user" not in prefix and "--net" in prefix

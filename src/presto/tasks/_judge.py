@@ -123,12 +123,19 @@ _AUDIT_ARCH = {"x86_64": 0xC000003E, "aarch64": 0xC00000B7}
 # syscall numbers: clone, clone3, and (x86_64 only) fork and vfork
 _SYSCALLS = {"x86_64": {"clone": 56, "fork": 57, "vfork": 58, "clone3": 435}, "aarch64": {"clone": 220, "clone3": 435}}
 # Calls that change a file's mode, owner, times or extended attributes, which Landlock
-# does not restrict (a program could otherwise chmod 000 or, as root, chown any file):
-# chmod/chown family, utime family, setxattr/removexattr family (incl. fchmodat2 452,
-# setxattrat 463, removexattrat 466).
-_METADATA_SYSCALLS = {
-    "x86_64": (90, 91, 92, 93, 94, 132, 235, 261, 268, 260, 280, 188, 189, 190, 197, 198, 199, 452, 463, 466),
-    "aarch64": (52, 53, 54, 55, 88, 5, 6, 7, 14, 15, 16, 452, 463, 466),
+# does not restrict (a program could otherwise chmod 000 or, as root, chown any file).
+# The filter cannot see paths, so it acts everywhere. A mode or a time change is made a
+# no-op that reports success, as ordinary code does them in its own directory (shutil.copy
+# copies the mode) and never depends on them: chmod family (incl. fchmodat2 452) and utime
+# family. Owners and extended attributes fail with EPERM: chown family and
+# setxattr/removexattr family (incl. setxattrat 463, removexattrat 466).
+_MODE_TIME_SYSCALLS = {
+    "x86_64": (90, 91, 268, 452, 132, 235, 261, 280),
+    "aarch64": (52, 53, 452, 88),
+}
+_OWNER_XATTR_SYSCALLS = {
+    "x86_64": (92, 93, 94, 260, 188, 189, 190, 197, 198, 199, 463, 466),
+    "aarch64": (54, 55, 5, 6, 7, 14, 15, 16, 463, 466),
 }
 _CLONE_THREAD = 0x00010000
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
@@ -141,7 +148,8 @@ def apply_seccomp_no_fork() -> bool:
     A classic BPF filter: ``fork``/``vfork`` and ``clone`` without ``CLONE_THREAD`` fail
     with EAGAIN; ``clone3`` fails with ENOSYS so that libc falls back to ``clone``, whose
     flags the filter can read. RLIMIT_NPROC cannot do this for root, which it exempts.
-    Changes to file metadata (:data:`_METADATA_SYSCALLS`) fail with EPERM, anywhere.
+    File mode and time changes (:data:`_MODE_TIME_SYSCALLS`) do nothing and report success,
+    owner and extended-attribute changes (:data:`_OWNER_XATTR_SYSCALLS`) fail with EPERM, anywhere.
     """
     machine = platform.machine()
     if sys.platform != "linux" or machine not in _AUDIT_ARCH:
@@ -166,7 +174,9 @@ def apply_seccomp_no_fork() -> bool:
         prog += [jump(jset, 0x40000000, 0, 1), stmt(ret, _RET_ERRNO | _EPERM)]  # x32 ABI
         prog += [jump(jeq, nrs["fork"], 0, 1), stmt(ret, deny_fork)]
         prog += [jump(jeq, nrs["vfork"], 0, 1), stmt(ret, deny_fork)]
-    for nr in _METADATA_SYSCALLS[machine]:
+    for nr in _MODE_TIME_SYSCALLS[machine]:
+        prog += [jump(jeq, nr, 0, 1), stmt(ret, _RET_ERRNO | 0)]  # errno 0: the call returns 0, undone
+    for nr in _OWNER_XATTR_SYSCALLS[machine]:
         prog += [jump(jeq, nr, 0, 1), stmt(ret, _RET_ERRNO | _EPERM)]
     prog += [
         jump(jeq, nrs["clone3"], 0, 1),
@@ -231,7 +241,8 @@ def set_limits(job: dict) -> None:
                 resource.setrlimit(which, (value, hard))
 
     limit(resource.RLIMIT_CORE, 0)
-    limit(resource.RLIMIT_CPU, int(job["cpu_s"]))
+    # The judge's budget covers every case it compares; each case's child lowers it to its own.
+    limit(resource.RLIMIT_CPU, int(job.get("judge_cpu_s", job["cpu_s"])))
     limit(resource.RLIMIT_AS, int(job["memory_bytes"]))
     limit(resource.RLIMIT_FSIZE, int(job["fsize_bytes"]))
     limit(resource.RLIMIT_NPROC, int(job["nproc"]))
@@ -361,6 +372,9 @@ def _child(job: dict, case: dict, paths: dict[str, str], result_fd: int, nonce: 
         # its interpreter's frames to them, finds the inputs but no expected output
         for each in job.get("cases") or ():
             each.pop("output", None)
+        cpu_s = int(job["cpu_s"])  # CPU time starts at 0 in a new process: the case's own budget
+        with contextlib.suppress(ValueError, OSError):
+            resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
         stdin_path, out_path, err_path = paths["stdin"], paths["stdout"], paths["stderr"]
         fd_in = os.open(stdin_path, os.O_RDONLY)
         fd_out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -91,7 +91,9 @@ def namespace_prefix() -> tuple[str, ...]:
     Other users need a user namespace to create the network, PID and UTS namespaces. Root
     can do without one, but takes one too where it can: its capabilities then hold only
     inside (a program run as root could otherwise set the host's clock, load kernel modules
-    or reboot the machine). Probed once per process with ``true``.
+    or reboot the machine). Probed once per process by running this interpreter on the
+    judge's file: inside a user namespace root may no longer read another user's private
+    folders (a venv under a 0750 home, run with sudo), and then the next prefix is taken.
     """
     exe = shutil.which("unshare")
     if exe is None or sys.platform != "linux":
@@ -104,7 +106,8 @@ def namespace_prefix() -> tuple[str, ...]:
     candidates = [variant for base in bases for variant in ([*base, "--kill-child"], base)]
     for cmd in candidates:
         try:
-            probe = subprocess.run([*cmd, "true"], capture_output=True, timeout=10, check=False)
+            reach = [sys.executable, "-I", "-c", f"open({str(_JUDGE)!r}).close()"]
+            probe = subprocess.run([*cmd, *reach], capture_output=True, timeout=30, check=False)
         except (OSError, subprocess.TimeoutExpired):
             continue
         if probe.returncode == 0:
@@ -221,7 +224,10 @@ def run_sandboxed(job: dict[str, Any], limits: SandboxLimits) -> RunResult:
     payload = {
         **job,
         "timeout_s": limits.timeout_s,
-        "cpu_s": max(1, math.ceil(limits.timeout_s) + 1),
+        "cpu_s": max(1, math.ceil(limits.timeout_s) + 1),  # each case's child
+        # The judge itself reads and compares every case's output (call-mode results can be MBs
+        # of JSON): one case's budget for the whole job would fail a correct solution.
+        "judge_cpu_s": max(1, math.ceil(limits.timeout_s) + 1) * n_children + 1,
         "memory_bytes": limits.memory_mb * 2**20,
         "fsize_bytes": limits.file_size_mb * 2**20,
         "nproc": _nproc_limit(limits),
