@@ -10,8 +10,11 @@ It prints, per setting, the speedup in summed model-call time over the sequentia
 its decomposition into totals (ratio of all calls, ratio of all call time over all calls:
 the speedup is exactly the first divided by the second; scripts/report.py decomposes by
 prompt instead, as the paper's eq. 20 does, which differs when prompts differ in length),
-transitions per call, and the fraction of chains identical to the sequential ones (1.0 on
-a deterministic engine). Figures go to a JSON file too.
+transitions per call, the fraction of chains identical to the sequential ones (same final
+tokens and accept flags; 1.0 on a deterministic engine) and the fraction that also took the
+same path (the same log A at every transition, to 1e-9: 1.0 on a batch-invariant engine,
+below it where batching moves log-probabilities in their last digits, as the transformers
+engine in float32 or bfloat16 does). Figures go to a JSON file too.
 
 A second table puts each PreSTO setting's walk beside the oracle: the transitions one
 prefetch round realized on average, and the expected transitions per round of the
@@ -225,7 +228,8 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
             calls = sum(r["model_calls"] for r in recs)
             call_time = sum(r["call_time_s"] for r in recs)
             transitions = sum(r["transitions"] for r in recs)
-            identical = sum(same_path(r, b) for r, b in zip(recs, baseline, strict=True))
+            identical = sum(same_outcome(r, b) for r, b in zip(recs, baseline, strict=True))
+            same_log_a = sum(same_path(r, b) for r, b in zip(recs, baseline, strict=True))
             rows.append(
                 {
                     "sampler": sampler,
@@ -240,6 +244,7 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
                     "call_reduction": base_calls / calls,
                     "time_per_call_ratio": (call_time / calls) / (base_time / base_calls),
                     "identical_chains": identical / len(recs),
+                    "same_path_chains": same_log_a / len(recs),
                     "discarded_per_call": sum(r["discarded_requests"] for r in recs) / calls,
                     "unique_requests_per_call": sum(r["unique_requests"] for r in recs) / calls,
                     "loglik_mean": sum(r["loglik"] for r in recs) / len(recs),
@@ -267,9 +272,17 @@ engine in float64 is batch-invariant to ~1e-14 (shared-prefix prefill), not bit 
 another proposal or state moves log A by far more."""
 
 
+def same_outcome(record: dict, reference: dict) -> bool:
+    """A chain ended as the reference did: same final tokens, same accept flag at every transition."""
+    return record["tokens"].tolist() == reference["tokens"].tolist() and record["accepts"] == reference["accepts"]
+
+
 def same_path(record: dict, reference: dict) -> bool:
-    """A chain took the reference's path: same final tokens, same accept flag and log A at every transition."""
-    if record["tokens"].tolist() != reference["tokens"].tolist() or record["accepts"] != reference["accepts"]:
+    """A chain took the reference's path: its outcome, and the same log A at every transition.
+
+    Equal final tokens and accept flags could hide proposals that differed along the way.
+    """
+    if not same_outcome(record, reference):
         return False
     pairs = zip(record["log_accepts"], reference["log_accepts"], strict=True)
     return all(a == b or abs(a - b) <= LOG_ACCEPT_TOLERANCE for a, b in pairs)
@@ -320,7 +333,7 @@ def print_table(rows: list[dict], cfg, metrics: dict) -> None:
     )
     header = (
         f"{'sampler':<11}{'traversal':<11}{'n_pf':>5}{'calls':>7}{'call s':>9}{'trans/call':>11}"
-        f"{'s/call':>8}{'speedup':>9}{'calls÷':>8}{'s/call×':>9}{'identical':>10}"
+        f"{'s/call':>8}{'speedup':>9}{'calls÷':>8}{'s/call×':>9}{'identical':>10}{'same log A':>11}"
     )
     print(header)
     print("-" * len(header))
@@ -329,6 +342,7 @@ def print_table(rows: list[dict], cfg, metrics: dict) -> None:
             f"{r['sampler']:<11}{r['traversal']:<11}{r['n_pf']:>5}{r['model_calls']:>7}{r['call_time_s']:>9.2f}"
             f"{r['transitions_per_call']:>11.2f}{r['time_per_call_s']:>8.3f}{r['speedup']:>8.2f}x"
             f"{r['call_reduction']:>7.2f}x{r['time_per_call_ratio']:>8.2f}x{r['identical_chains']:>10.2f}"
+            f"{r['same_path_chains']:>11.2f}"
         )
     walks = [r for r in rows if "transitions_per_round" in r]
     if walks:

@@ -57,7 +57,7 @@ def test_benchmark_compares_every_setting_with_identical_chains(toy_table, tmp_p
     by_setting = {s: r for s, r in zip(settings, rows, strict=True)}
     for sampler in ("powermh", "multitry"):
         sequential = by_setting[(sampler, "sequential", 1)]
-        assert all(r["identical_chains"] == 1.0 for r in rows if r["sampler"] == sampler)
+        assert all(r["identical_chains"] == r["same_path_chains"] == 1.0 for r in rows if r["sampler"] == sampler)
         assert all(r["chains"] == 4 for r in rows if r["sampler"] == sampler)
         # One request per round is one transition per call: the sequential chain's calls.
         assert by_setting[(sampler, "bfs", 1)]["model_calls"] == sequential["model_calls"]
@@ -121,12 +121,15 @@ def test_a_chain_is_identical_only_along_the_same_path():
 
     from tests.conftest import load_script
 
-    same_path = load_script("benchmark").same_path
+    benchmark = load_script("benchmark")
+    same_path = benchmark.same_path
     reference = {"tokens": np.array([3, 1, 2]), "accepts": [1, 0, 1], "log_accepts": [-0.5, float("-inf"), 0.0]}
+    other_proposal = {**reference, "log_accepts": [-0.5, -3.2, 0.0]}
+    assert benchmark.same_outcome(other_proposal, reference)  # what "identical" counts
     assert same_path(dict(reference), reference)
     # The transformers engine's float64 batch variance (~1e-14) is still one path...
     assert same_path({**reference, "log_accepts": [-0.5 + 1e-14, float("-inf"), 0.0]}, reference)
     # ...another proposal at the second transition, rejected as well, is not.
-    assert not same_path({**reference, "log_accepts": [-0.5, -3.2, 0.0]}, reference)
+    assert not same_path(other_proposal, reference)
     assert not same_path({**reference, "accepts": [1, 1, 1]}, reference)
     assert not same_path({**reference, "tokens": np.array([3, 1, 4])}, reference)
