@@ -215,7 +215,11 @@ def test_the_recorder_never_waits_for_the_gpu_within_a_step():
     from presto.engines.vllm_recorder import KEY, TEMPERATURES, LogZRecorder, row_statistics
 
     recorder = LogZRecorder(None, torch.device("cuda"), False)
-    params = [SimpleNamespace(extra_args={KEY: f"r{i}", TEMPERATURES: (0.25, 0.5, 1.0)}) for i in range(40)]
+    # Two temperature groups interleaved in the batch, as MultiTryMH's: not consecutive rows.
+    params = [
+        SimpleNamespace(extra_args={KEY: f"r{i}", TEMPERATURES: (0.25, 0.5, 1.0) if i % 2 else (0.25, 0.5)})
+        for i in range(40)
+    ]
     recorder.update_state(
         SimpleNamespace(removed=[], moved=[], added=[(i, p, None, None) for i, p in enumerate(params)])
     )
@@ -228,10 +232,12 @@ def test_the_recorder_never_waits_for_the_gpu_within_a_step():
             recorder.apply(logits)
     finally:
         torch.cuda.set_sync_debug_mode("default")
-    record = recorder.pop("r7")
-    lse1, _, _ = row_statistics(cpu[7:8], (0.25, 0.5, 1.0))
-    assert len(record.lse1) == 3
-    np.testing.assert_allclose(record.lse1, lse1 * 3, rtol=0, atol=1e-10)
+    for key, row, temperatures in (("r7", 7, (0.25, 0.5, 1.0)), ("r8", 8, (0.25, 0.5))):
+        record = recorder.pop(key)
+        lse1, _, lse_t = row_statistics(cpu[row : row + 1], temperatures)
+        assert len(record.lse1) == 3
+        np.testing.assert_allclose(record.lse1, lse1 * 3, rtol=0, atol=1e-10)
+        np.testing.assert_allclose(record.lse_t, lse_t * 3, rtol=0, atol=1e-10)
 
 
 def test_kv_cache_auto_is_2_gib_on_the_cpu_and_left_to_gpu_memory_utilization_on_a_gpu():

@@ -14,6 +14,8 @@ import torch
 if importlib.util.find_spec("vllm") is None:
     pytest.skip("vLLM is not installed (scripts/install.sh installs the CPU build)", allow_module_level=True)
 
+from vllm.v1.sample.logits_processor import MoveDirectionality
+
 from presto.engines.vllm_recorder import (
     ACCELERATOR_CHUNK_ROWS,
     CHUNK_ROWS,
@@ -137,3 +139,19 @@ def test_consecutive_rows_are_taken_as_a_view(logits):
     view = _take_rows(logits, [2, 3, 4])
     assert view.data_ptr() == logits[2].data_ptr() and torch.equal(view, logits[2:5])
     assert torch.equal(_take_rows(logits, [0, 2, 3]), logits[[0, 2, 3]])
+
+
+def test_rows_moved_by_vllm_between_steps_keep_their_records(logits):
+    """The groups (and their device index) are rebuilt when the batch changes; a swap must follow its rows."""
+    recorder = LogZRecorder(None, torch.device("cpu"), False)
+    sets = {0: (0.25,), 1: (0.5, 0.25), 2: (0.25,), 3: (0.5, 0.25)}  # interleaved, as MultiTryMH's
+    recorder.update_state(_Batch([(row, _Params(f"r{row}", t)) for row, t in sets.items()]))
+    recorder.apply(logits[:4])
+    swap = _Batch([])
+    swap.moved = [(0, 1, MoveDirectionality.SWAP)]  # r0 now in row 1, r1 in row 0
+    recorder.update_state(swap)
+    recorder.apply(logits[4:8])
+    for key, first, second in (("r0", 0, 5), ("r1", 1, 4), ("r2", 2, 6), ("r3", 3, 7)):
+        lse1, entropy, lse_t = row_statistics(logits[[first, second]], sets[int(key[1])])
+        record = recorder.pop(key)
+        assert (record.lse1, record.entropy, record.lse_t) == (lse1, entropy, lse_t)

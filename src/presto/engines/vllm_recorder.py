@@ -66,6 +66,10 @@ class LogZRecorder(LogitsProcessor):
         # Per step and temperature group: the requests' keys in row order and their statistics
         # table, still on the logits' device (moved to the host by _flush).
         self.pending: list[tuple[list[str], torch.Tensor]] = []
+        # The current batch's temperature groups (temperatures, rows, keys, device index of the
+        # rows or None), rebuilt only when vLLM changes the batch: the index reaches the device
+        # once per change, not once per step (see row_index).
+        self._groups: list[tuple[tuple[float, ...], list[int], list[str], torch.Tensor | None]] | None = None
         self.usage_probe: Callable[[], float] | None = None
         self.peak_usage = 0.0
         # On the CPU, small chunks keep the float64 temporaries in cache (see chunked_statistics).
@@ -92,6 +96,7 @@ class LogZRecorder(LogitsProcessor):
         """Track which persistent-batch row holds which request (removed, added, moved, in that order)."""
         if batch_update is None:
             return
+        self._groups = None
         for index in batch_update.removed:
             self.rows.pop(index, None)
         for index, params, _prompt_ids, _output_ids in batch_update.added:
@@ -116,15 +121,21 @@ class LogZRecorder(LogitsProcessor):
             self.peak_usage = max(self.peak_usage, float(self.usage_probe()))
         if not self.rows:
             return logits
-        order = sorted(self.rows)
-        if order[-1] >= logits.shape[0]:
-            raise RuntimeError(f"presto logits recorder lost track of rows: {order} for {logits.shape[0]} logits rows")
-        groups: dict[tuple[float, ...], list[int]] = {}
-        for row in order:
-            groups.setdefault(self.rows[row][1], []).append(row)
-        for temperatures, rows in groups.items():
-            table = chunked_table(logits, rows, temperatures, self.chunk_rows, self.pad_chunks)
-            self.pending.append(([self.rows[row][0] for row in rows], table))
+        if max(self.rows) >= logits.shape[0]:
+            raise RuntimeError(
+                f"presto logits recorder lost track of rows: {sorted(self.rows)} for {logits.shape[0]} logits rows"
+            )
+        if self._groups is None:
+            groups: dict[tuple[float, ...], list[int]] = {}
+            for row in sorted(self.rows):
+                groups.setdefault(self.rows[row][1], []).append(row)
+            self._groups = [
+                (temperatures, rows, [self.rows[row][0] for row in rows], row_index(rows, logits.device))
+                for temperatures, rows in groups.items()
+            ]
+        for temperatures, rows, keys, index in self._groups:
+            table = chunked_table(logits, rows, temperatures, self.chunk_rows, self.pad_chunks, index)
+            self.pending.append((keys, table))
         return logits
 
     def pop(self, key: str) -> RowRecord | None:
@@ -181,6 +192,7 @@ def chunked_table(
     temperatures: tuple[float, ...],
     chunk_rows: int = CHUNK_ROWS,
     pad: bool = False,
+    index: torch.Tensor | None = None,
 ) -> torch.Tensor:
     """:func:`statistics_table` of the given rows of ``logits``, ``chunk_rows`` rows at a time.
 
@@ -191,12 +203,13 @@ def chunked_table(
     row's numbers not to depend on how many rows share its step); the copies are dropped.
     Its width is also padded to a multiple of :data:`PAD_COLUMNS` with ``-inf`` logits,
     which add exact zeros to every sum (see :func:`row_statistics`). The table stays on the
-    logits' device.
+    logits' device. ``index``: ``rows`` already on that device (:func:`row_index`), for rows
+    that are not consecutive.
     """
     parts = []
     for start in range(0, len(rows), chunk_rows):
         chunk = rows[start : start + chunk_rows]
-        block = _take_rows(logits, chunk)
+        block = _take_rows(logits, chunk, None if index is None else index[start : start + len(chunk)])
         if pad and len(chunk) < chunk_rows:
             block = torch.cat([block, block[:1].expand(chunk_rows - len(chunk), -1)])
         if pad and block.shape[-1] % PAD_COLUMNS:
@@ -208,14 +221,33 @@ def chunked_table(
     return torch.cat(parts)
 
 
-def _take_rows(logits: torch.Tensor, rows: list[int]) -> torch.Tensor:
-    """``logits[rows]``; a slice (a view) when the rows are consecutive, as vLLM's condensed batch keeps them.
+def _consecutive(rows: list[int]) -> bool:
+    return rows == list(range(rows[0], rows[0] + len(rows)))
 
-    Indexing a CUDA tensor with a Python list first copies the index from pageable host
-    memory, which waits for the stream: a host sync per chunk and step. A slice needs no index.
+
+def row_index(rows: list[int], device: torch.device) -> torch.Tensor | None:
+    """``rows`` as an index on ``device``, or None when they are consecutive (a slice needs none).
+
+    Indexing a CUDA tensor with a Python list copies the index from pageable host memory,
+    which waits for the stream: a host sync per chunk and step. MultiTryMH's temperature
+    groups interleave in the batch, so their rows are not consecutive; their index is copied
+    once, from pinned memory and without waiting, when the batch changes.
     """
-    if rows == list(range(rows[0], rows[0] + len(rows))):
+    if _consecutive(rows):
+        return None
+    index = torch.tensor(rows, dtype=torch.long)
+    if torch.device(device).type == "cuda":
+        return index.pin_memory().to(device, non_blocking=True)
+    return index.to(device)
+
+
+def _take_rows(logits: torch.Tensor, rows: list[int], index: torch.Tensor | None = None) -> torch.Tensor:
+    """``logits[rows]``: a slice (a view) when the rows are consecutive, as vLLM's condensed batch
+    keeps a single group; else gathered by ``index`` (the rows on the logits' device) if given."""
+    if _consecutive(rows):
         return logits[rows[0] : rows[0] + len(rows)]
+    if index is not None:
+        return logits.index_select(0, index)
     return logits[rows]
 
 
