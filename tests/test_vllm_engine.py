@@ -279,6 +279,8 @@ def test_too_long_request_is_one_clear_line(engine, prompt):
         engine.generate([SuffixRequest(tuple(prompt), 4, 1.0, 0), SuffixRequest((*prompt, bad), 4, 1.0, 0)])
     assert engine.stats.calls == calls  # refused before either request reached vLLM
     assert len(engine.generate([SuffixRequest(tuple(prompt), 2, 1.0, 0)])[0].tokens) == 2  # and it still serves
+    with pytest.raises(ValueError, match=r"rescoring \(prefix \+ tokens\) holds token id -1"):
+        engine.score(tuple(prompt), [3, -1])
 
 
 def test_a_temperature_vllm_would_raise_to_001_is_refused(engine, prompt):

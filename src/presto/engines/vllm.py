@@ -560,6 +560,7 @@ class VLLMEngine(ChatText, Engine):
             raise ValueError("score needs a non-empty prefix and at least one token")
         ids = [int(t) for t in prefix] + tokens
         self.check_fits(len(ids) + 1, "rescoring (prefix + tokens)")
+        self.check_token_ids(ids, "rescoring (prefix + tokens)")
         params = SamplingParams(
             temperature=1.0,
             max_tokens=1,
