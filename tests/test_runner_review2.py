@@ -177,3 +177,30 @@ def test_a_resume_into_a_directory_without_chains_says_it_starts_afresh(toy_tabl
     result = run_cli(*toy_args(toy_table, run_dir, "run.resume=true", "run.progress=false", steps=1))
     assert result.returncode == 0, result.stderr
     assert f"notice: run.resume=true, but {run_dir} holds no finished chains" in result.stderr, result.stderr
+
+
+def test_a_grader_that_fails_on_every_chain_stops_the_run_and_a_resume_grades_them(toy_table, tmp_path, monkeypatch):
+    """Chains whose grading failed are kept; once the grader works, resuming grades them and runs the rest."""
+    from presto.runner.run import GRADING_FAILURES_TO_STOP, run
+    from presto.tasks import GradingError
+    from presto.tasks.base import Grade
+    from presto.tasks.toy import ToyTask
+
+    def broken(self, problem, completion):
+        raise ModuleNotFoundError("No module named 'math_verify'")
+
+    cfg = toy_run_config(toy_table, "dataset.num_prompts=4")
+    monkeypatch.setattr(ToyTask, "grade", broken)
+    with pytest.raises(GradingError, match="grading failed for all 3 chains so far"):
+        run(cfg, tmp_path)
+    chains = [json.loads(line) for line in (tmp_path / "chains.jsonl").read_text().splitlines()]
+    assert len(chains) == GRADING_FAILURES_TO_STOP and all("math_verify" in r["grade_error"] for r in chains)
+    assert json.loads((tmp_path / "summary.json").read_text())["complete"] is False
+
+    monkeypatch.setattr(ToyTask, "grade", lambda self, problem, completion: Grade(True, completion))
+    cfg.run.resume = True
+    summary = run(cfg, tmp_path)
+    records = [json.loads(line) for line in (tmp_path / "chains.jsonl").read_text().splitlines()]
+    assert len(records) == 8 and len({(r["prompt_id"], r["chain"]) for r in records}) == 8
+    assert all(r["correct"] is True and "grade_error" not in r for r in records)
+    assert summary["complete"] is True and summary["grade_errors"] == 0 and summary["accuracy"] == 1.0

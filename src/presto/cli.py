@@ -199,9 +199,9 @@ def user_errors() -> tuple[type[BaseException], ...]:
 
     errors.append(ToyTableError)
     from presto.models import ModelNotFoundError
-    from presto.tasks import TaskDataError
+    from presto.tasks import GradingError, TaskDataError
 
-    errors += [ModelNotFoundError, TaskDataError]
+    errors += [ModelNotFoundError, TaskDataError, GradingError]
     from presto.engines.errors import EngineUnavailableError
 
     errors.append(EngineUnavailableError)

@@ -133,6 +133,12 @@ class RunWriter:
     def finished(self) -> set[tuple[str, int]]:
         return {_chain_key(r) for r in self.previous}
 
+    def rewrite_chains(self, records: list[dict[str, Any]]) -> None:
+        """Replace chains.jsonl by ``records`` (atomically), and append to the new file from now on."""
+        self._chains.close()  # its handle points at the file the rename replaces
+        write_text_atomic(self.chains_path, "".join(dumps(r) + "\n" for r in records))
+        self._chains = self.chains_path.open("a")
+
     def append_chain(self, record: dict[str, Any]) -> None:
         self._chains.write(dumps(record) + "\n")
         self._chains.flush()

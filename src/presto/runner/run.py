@@ -30,7 +30,7 @@ from presto.samplers import build_kernel
 from presto.samplers.chain import BlockSchedule, BlockStepper, SequentialStepper, run_chain
 from presto.samplers.kernel import Kernel
 from presto.samplers.randomness import ChainKey
-from presto.tasks import Grade, Problem, Task
+from presto.tasks import Grade, GradingError, Problem, Task
 
 if TYPE_CHECKING:
     from presto.prefetch.traversal import Traversal
@@ -236,6 +236,42 @@ def check_engine_serves(
     return prompts
 
 
+GRADING_FAILURES_TO_STOP = 3
+"""A run stops when its first this-many chains all failed to grade (the chains are kept)."""
+
+
+def grade_completion(task: Task, problem: Problem, chain: int, text: str) -> tuple[Grade, str | None]:
+    """The task's grade of ``text``, and the grader's error if it raised (then the grade is None).
+
+    A grader bug or a broken sandbox must not lose the chain: it is kept ungraded, and a
+    resumed run grades it again.
+    """
+    try:
+        return task.grade(problem, text), None
+    except Exception as err:
+        error = f"{type(err).__name__}: {err}"
+        print(f"warning: grading {problem.problem_id} chain {chain} failed ({error}); kept ungraded", file=sys.stderr)
+        return Grade(None, None, error), error
+
+
+def regrade_failed(records: list[dict[str, Any]], task: Task, problems: Sequence[Problem]) -> int:
+    """Grade again, in place, the finished chains whose grading failed; returns how many it changed."""
+    by_id = {problem.problem_id: problem for problem in problems}
+    changed = 0
+    for record in records:
+        problem = by_id.get(record.get("prompt_id"))
+        if not record.get("grade_error") or problem is None:
+            continue
+        grade, error = grade_completion(task, problem, int(record.get("chain", 0)), record.get("text") or "")
+        if error is None:
+            record.update(correct=grade.correct, extracted=grade.extracted)
+            del record["grade_error"]
+        else:
+            record["grade_error"] = error
+        changed += 1
+    return changed
+
+
 def sample_chain(
     engine: Engine,
     kernel: Kernel | Baseline,
@@ -266,16 +302,7 @@ def sample_chain(
     call_time_s = engine.stats.call_time_s - before.call_time_s
     wall_time_s = time.perf_counter() - start
     text = engine.decode(cut_at_eos(state.tokens, engine.eos_token_ids))
-    grade_error = None
-    try:
-        grade = task.grade(problem, text)
-    except Exception as err:  # a grader bug or a broken sandbox must not lose the chain, nor stop the run
-        grade_error = f"{type(err).__name__}: {err}"
-        print(
-            f"warning: grading {problem.problem_id} chain {chain} failed ({grade_error}); kept ungraded",
-            file=sys.stderr,
-        )
-        grade = Grade(None, None, grade_error)
+    grade, grade_error = grade_completion(task, problem, chain, text)
     record = {
         "prompt_id": problem.problem_id,
         "prompt_sha": prompt_fingerprint(prompt_ids),
@@ -437,6 +464,8 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
     records = list(writer.previous)
     done = writer.finished()
+    if settings.resume and regrade_failed(records, task, problems):
+        writer.rewrite_chains(records)  # the chains whose grader failed, graded again
     if settings.resume and not records:
         # A run directory named by the time (the default) is always new: say so rather than start over silently.
         print(
@@ -473,6 +502,15 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             writer.append_chain(record)
             logger.on_chain(record)
             records.append(record)
+            grading_failed = [r for r in records if r.get("grade_error")]
+            if len(grading_failed) == len(records) >= GRADING_FAILURES_TO_STOP:
+                # Every chain so far: the grader is broken, not one completion. Stop before
+                # spending the rest of the run on chains that cannot be graded.
+                raise GradingError(
+                    f"grading failed for all {len(records)} chains so far ({grading_failed[-1]['grade_error']}); "
+                    f"they are kept ungraded in {writer.chains_path}: fix the grader, then resume this run "
+                    "(run.resume=true, same directory) to grade them and continue"
+                )
             progress.update(1)
             calls = sum(r["model_calls"] for r in records)
             if settings.sampler.name not in BASELINES:  # a baseline makes no MH transitions

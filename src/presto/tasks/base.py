@@ -35,6 +35,10 @@ class TaskDataError(ValueError):
     """A dataset could not be loaded: one line naming the file (and row) and what is wrong."""
 
 
+class GradingError(RuntimeError):
+    """The grader failed on every chain a run has finished so far (a broken sandbox, a missing package)."""
+
+
 @dataclass(frozen=True)
 class Problem:
     """One prompt of a dataset, ready for an engine, with what its grader needs."""
