@@ -19,6 +19,7 @@ register_resolvers(PROJECT_ROOT)
 @hydra.main(version_base="1.3", config_path=str(PROJECT_ROOT / "conf"), config_name="train_predictor")
 def main(cfg: DictConfig) -> float | None:
     """Returns the held-out log loss (what a sweeper over models and features minimizes)."""
+    from presto.cli import _remove_if_empty, _run_dir
     from presto.config import ConfigError
     from presto.predictor import train
 
@@ -27,6 +28,7 @@ def main(cfg: DictConfig) -> float | None:
     except train.UnservableModelError as err:  # a diverged fit: metrics.json written, nothing installed
         fail(str(err).splitlines()[0], code=1)
     except (ConfigError, OSError, ValueError) as err:  # OSError: a checkpoint or metrics write failed
+        _remove_if_empty(_run_dir())  # Hydra made it before the mistake was found, as src/main.py does
         fail(str(err).splitlines()[0])
     print(train.format_metrics(metrics))
     warnings = (

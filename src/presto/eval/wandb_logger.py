@@ -6,7 +6,11 @@ so: everything is written under the W&B directory (``logger.dir``, else ``$WANDB
 the run directory) and can be uploaded later with ``wandb sync``. Inside a W&B sweep agent,
 ``wandb.init`` joins the agent's run, and the summary's ``call_time_s`` is the metric the
 sweep reads. Elsewhere a run directory keeps its W&B run id (``wandb_run_id``), so a
-resumed run continues the same W&B run and its metric indices.
+resumed run continues the same W&B run, its metric indices and its W&B steps (kept in
+``wandb_indices.json``: offline, W&B itself would start a resumed run at step 0 again, and
+on upload the server drops rows whose step is not past the run's last one). The jobs of a
+Hydra multirun (``-m``) are grouped by their multirun directory's name unless
+``logger.group`` says otherwise.
 
 What goes where:
 
@@ -102,7 +106,20 @@ def _scalars(record: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, floa
 
 
 INDICES_FILE = "wandb_indices.json"
-"""Next round and chain metric indices of a run directory's W&B run, kept across resumes."""
+"""Next round and chain metric indices and next W&B step of a run directory's W&B run, kept across resumes."""
+
+
+def multirun_group() -> str | None:
+    """The name of the Hydra multirun directory this process runs a job of, else None."""
+    try:
+        from hydra.core.hydra_config import HydraConfig
+        from hydra.types import RunMode
+
+        if HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN:
+            return Path(str(HydraConfig.get().sweep.dir)).name or None
+    except Exception:  # no Hydra, or a config without hydra.sweep: no group rather than no logging
+        pass
+    return None
 
 
 class WandbLogger:
@@ -113,6 +130,7 @@ class WandbLogger:
         self.run_dir = Path(run_dir)
         self.rounds = 0
         self.chains = 0
+        self.step = 0  # the W&B step of the next row this logger sends
         self.log_rounds = bool(logger_cfg.get("log_rounds", True))
         self.log_plots = bool(logger_cfg.get("log_plots", True))
         self._failed = False
@@ -151,7 +169,7 @@ class WandbLogger:
         self._run = wandb.init(
             project=self.cfg.get("project") or "presto",
             entity=self.cfg.get("entity"),
-            group=self.cfg.get("group"),
+            group=self.cfg.get("group") or multirun_group(),
             tags=list(self.cfg.get("tags") or []),
             name=self.cfg.get("run_name") or f"{run_label(run_config)}-{self.run_dir.name}",
             job_type=self.cfg.get("job_type") or "sample",
@@ -161,6 +179,16 @@ class WandbLogger:
             settings=wandb.Settings(console="off", silent=True),
             **resume,
         )
+        # Every row goes at an explicit step past those this run directory's W&B run already has:
+        # offline, W&B restarts a resumed run at step 0, and the server would drop those rows
+        # on `wandb sync`. Without a stored step (a directory from before it was kept), past the
+        # rows its rounds and chains took, and a row of plots.
+        resumed = self.rounds + self.chains + 1 if self.rounds or self.chains else 0
+        try:  # online, a resumed run's next step as the server knows it
+            next_step = int(self._run.step or 0)
+        except Exception:  # a stand-in run (mode=disabled) or a mode that does not say
+            next_step = 0
+        self.step = max(logged.get("step", resumed), next_step)
         if mode == "offline":
             self._sync_hint = f"`wandb sync {Path(self._run.dir).parent}`"
             print(f"notice: W&B is offline ({why}); upload later with {self._sync_hint}", file=sys.stderr)
@@ -174,12 +202,20 @@ class WandbLogger:
         """The next round and chain indices this run directory's W&B run has not used (``wandb_indices.json``)."""
         try:
             stored = json.loads((self.run_dir / INDICES_FILE).read_text())
-            return {k: int(stored[k]) for k in ("rounds", "chains") if isinstance(stored.get(k), int)}
+            return {k: int(stored[k]) for k in ("rounds", "chains", "step") if isinstance(stored.get(k), int)}
         except (OSError, ValueError, AttributeError):
             return {}
 
     def _save_indices(self) -> None:
-        write_text_atomic(self.run_dir / INDICES_FILE, json.dumps({"rounds": self.rounds, "chains": self.chains}))
+        indices = {"rounds": self.rounds, "chains": self.chains, "step": self.step}
+        write_text_atomic(self.run_dir / INDICES_FILE, json.dumps(indices))
+
+    def _log(self, metrics: Mapping[str, Any]) -> None:
+        """One row at the next step, stored first: a kill between the two skips a step, never reuses one."""
+        step = self.step
+        self.step += 1
+        self._save_indices()
+        self._run.log(dict(metrics), step=step)
 
     def _run_id(self) -> str:
         """The W&B run id of this run directory, made once and kept in it (``wandb_run_id``)."""
@@ -212,9 +248,8 @@ class WandbLogger:
                 "round/eps_uncertain": classes.count("uncertain"),
             }
         )
-        self._run.log(metrics)
         self.rounds += 1
-        self._save_indices()
+        self._log(metrics)
 
     def on_chain(self, record: Mapping[str, Any]) -> None:
         self._guard(self._on_chain, record)
@@ -239,9 +274,8 @@ class WandbLogger:
             metrics["chain/transitions_per_call"] = len(accepts) / calls
         if accepts:
             metrics["chain/acceptance_rate"] = sum(accepts) / len(accepts)
-        self._run.log(metrics)
         self.chains += 1
-        self._save_indices()
+        self._log(metrics)
 
     def on_summary(self, summary: Mapping[str, Any], run_dir: Path) -> None:
         self._guard(self._on_summary, summary, Path(run_dir))
@@ -281,7 +315,7 @@ class WandbLogger:
         if written:
             # Keys without the run's label, so that the runs of a sweep share one panel per figure.
             label = slug(label)
-            self._run.log({f"plots/{p.stem.replace('_' + label, '')}": wandb.Image(str(p)) for p in written})
+            self._log({f"plots/{p.stem.replace('_' + label, '')}": wandb.Image(str(p)) for p in written})
 
     def finish(self) -> None:
         if self._run is not None:

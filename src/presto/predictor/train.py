@@ -511,6 +511,8 @@ def run_training(cfg, out_dir: Path | None = None) -> dict[str, Any]:
     for key, (kind, what) in numbers.items():
         if isinstance(cfg[key], bool) or not isinstance(cfg[key], kind):
             raise ConfigError(f"{key} must be {what}, got {cfg[key]!r}")
+    if not isinstance(cfg.require_improvement, bool):  # bool("no") is True: the opposite of what was asked
+        raise ConfigError(f"require_improvement must be true or false, got {cfg.require_improvement!r}")
     try:
         hidden = model_cfg.get("hidden") or ()
         if not isinstance(hidden, list | tuple):  # predictor.hidden=16: tuple(16) would say "'int' ... not iterable"
