@@ -590,5 +590,7 @@ def build_report(
             for path in written:
                 rel = path.relative_to(out_path.parent)
                 lines += [f"![{path.stem}]({rel.as_posix()})", ""]
-    out_path.write_text("\n".join(lines) + "\n")
+    from presto.runner.outputs import write_text_atomic
+
+    write_text_atomic(out_path, "\n".join(lines) + "\n")  # an interrupted rewrite keeps the last report whole
     return out_path
