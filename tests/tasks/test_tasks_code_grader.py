@@ -128,6 +128,17 @@ def test_extract_program_on_a_run_of_backticks() -> None:
 def test_functions_under_test() -> None:
     tests = ["assert math.isclose(area(2), 12.56, rel_tol=0.01)", "assert set(common([1], [1])) == {1}", "bad("]
     assert functions_under_test(tests) == ("area", "common")
+    # A task whose function shadows a builtin (MBPP 126: "sum"): the only name the tests call.
+    assert functions_under_test(["assert sum(10, 15) == 6", "assert sum(4, 6) == 3"]) == ("sum",)
+
+
+def test_mbpp_demo_after_a_builtin_named_solution_does_not_fail_it() -> None:
+    task = MBPPTask({"allow_code_execution": True, "timeout_s": 5})
+    tests = ["assert sum(10, 15) == 6", "assert sum(4, 6) == 3"]  # sum of common divisors
+    problem = Problem(0, "mbpp/126", [], "", {"tests": tests, "setup": ""})
+    good = "def sum(a, b):\n    return __builtins__['sum'](d for d in range(1, min(a, b) + 1) if a % d == 0 == b % d)"
+    good = good.replace("__builtins__['sum']", "__import__('builtins').sum")
+    assert task.grade(problem, f"```python\n{good}\nassert sum(1, 1) == 99\n```").correct is True
 
 
 def test_function_body_stops_at_dedent() -> None:

@@ -106,9 +106,12 @@ def functions_under_test(tests: Sequence[str]) -> tuple[str, ...]:
     """The functions that assert statements call by name (not builtins, not methods), in order.
 
     MBPP has no entry-point field; its tests (``assert remove_Occ("hello", "l") == "heo"``)
-    name the function the solution must define.
+    name the function the solution must define. Builtins they call (``set(...)``) are not
+    the solution's, unless the tests call nothing else: MBPP's task 126 asks for a function
+    named ``sum`` (``assert sum(10, 15) == 6``).
     """
     names: list[str] = []
+    shadowed: list[str] = []  # builtin names called: the entry point only when nothing else is
     for test in tests:
         try:
             tree = ast.parse(test)
@@ -117,9 +120,10 @@ def functions_under_test(tests: Sequence[str]) -> tuple[str, ...]:
         for node in ast.walk(tree):
             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name):
                 name = node.func.id
-                if not hasattr(builtins, name) and name not in names:
-                    names.append(name)
-    return tuple(names)
+                called = shadowed if hasattr(builtins, name) else names
+                if name not in called:
+                    called.append(name)
+    return tuple(names or shadowed)
 
 
 def function_body(continuation: str) -> str:
