@@ -186,3 +186,23 @@ def test_root_falls_back_to_no_user_namespace_when_that_hides_the_judge(tmp_path
     finally:
         sandbox.namespace_prefix.cache_clear()  # the real judge's prefix for the tests after this one
     assert prefix and "--user" not in prefix and "--net" in prefix
+
+
+def test_a_large_stdin_input_is_the_judges_to_write_and_does_not_shrink_the_programs_memory() -> None:
+    """The judge writes each case's input and holds the job: neither may count against the program's limits."""
+    text = "x" * (3 * 2**20)  # more than the program may write (1 MB), and MBs the judge holds
+    cases = [{"input": text, "output": str(len(text))}, {"input": "ab", "output": "2"}]
+    job = {"kind": "stdio", "code": "import sys\nprint(len(sys.stdin.read()))\n", "cases": cases}
+    result = run_sandboxed(job, SandboxLimits(timeout_s=5.0, memory_mb=64, file_size_mb=1))
+    assert result.status == "passed", result.detail
+
+
+def test_the_inputs_the_judge_holds_do_not_count_against_the_programs_memory() -> None:
+    text = "x" * (40 * 2**20)  # a LiveCodeBench-sized input: the judge holds it while the program runs
+    code = (  # reads in chunks: the program itself needs little memory
+        "import sys\nn = 0\nwhile True:\n    c = sys.stdin.read(65536)\n    if not c:\n"
+        "        break\n    n += len(c)\nprint(n)\n"
+    )
+    job = {"kind": "stdio", "code": code, "cases": [{"input": text, "output": str(len(text))}]}
+    result = run_sandboxed(job, SandboxLimits(timeout_s=10.0, memory_mb=64, file_size_mb=64))
+    assert result.status == "passed", result.detail

@@ -229,8 +229,24 @@ def disable_sockets() -> None:
         pass
 
 
+def _address_space_bytes() -> int:
+    """This process's virtual memory now (0 where /proc does not say)."""
+    try:
+        with open("/proc/self/statm", encoding="ascii") as fh:
+            return int(fh.read().split()[0]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, ValueError, IndexError):
+        return 0
+
+
 def set_limits(job: dict) -> None:
-    """Per-process limits, inherited by every child: CPU, memory, file size, processes."""
+    """Per-process limits, inherited by every child: CPU, memory, processes (file size: the child's).
+
+    ``memory_bytes`` is the program's: the address space limit is set on top of what the
+    judge holds once it has read the job (the interpreter and the cases' inputs, which every
+    forked child shares), so a job with MBs of inputs does not shrink what its program may use.
+    The file size limit is set in each child (:func:`_child`): the judge writes the cases'
+    inputs, which may be larger than what a program may write.
+    """
 
     def limit(which: int, value: int) -> None:
         try:
@@ -243,8 +259,7 @@ def set_limits(job: dict) -> None:
     limit(resource.RLIMIT_CORE, 0)
     # The judge's budget covers every case it compares; each case's child lowers it to its own.
     limit(resource.RLIMIT_CPU, int(job.get("judge_cpu_s", job["cpu_s"])))
-    limit(resource.RLIMIT_AS, int(job["memory_bytes"]))
-    limit(resource.RLIMIT_FSIZE, int(job["fsize_bytes"]))
+    limit(resource.RLIMIT_AS, int(job["memory_bytes"]) + _address_space_bytes())
     limit(resource.RLIMIT_NPROC, int(job["nproc"]))
     limit(resource.RLIMIT_NOFILE, 256)
 
@@ -373,8 +388,10 @@ def _child(job: dict, case: dict, paths: dict[str, str], result_fd: int, nonce: 
         for each in job.get("cases") or ():
             each.pop("output", None)
         cpu_s = int(job["cpu_s"])  # CPU time starts at 0 in a new process: the case's own budget
-        with contextlib.suppress(ValueError, OSError):
-            resource.setrlimit(resource.RLIMIT_CPU, (cpu_s, cpu_s))
+        fsize = int(job["fsize_bytes"])  # what the program may write (the judge wrote the inputs)
+        for which, value in ((resource.RLIMIT_CPU, cpu_s), (resource.RLIMIT_FSIZE, fsize)):
+            with contextlib.suppress(ValueError, OSError):
+                resource.setrlimit(which, (value, value))
         stdin_path, out_path, err_path = paths["stdin"], paths["stdout"], paths["stderr"]
         fd_in = os.open(stdin_path, os.O_RDONLY)
         fd_out = os.open(out_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)

@@ -8,9 +8,10 @@ grading:
   here (root falls back to no user namespace): capabilities that hold only inside, no
   network interface but loopback, its own hostname, and a PID namespace in which the
   parent and every other process are invisible and whose processes all die with the judge;
-- inside, the judge (:mod:`presto.tasks._judge`) sets RLIMIT_CPU, RLIMIT_AS, RLIMIT_FSIZE,
-  RLIMIT_NPROC and RLIMIT_NOFILE, applies Landlock (writes only in the work directory, no
-  TCP, no signals to processes outside), and runs each test case in a forked child with
+- inside, the judge (:mod:`presto.tasks._judge`) sets RLIMIT_CPU, RLIMIT_AS (the program's
+  memory on top of the judge's own), RLIMIT_NPROC and RLIMIT_NOFILE, applies Landlock
+  (writes only in the work directory, no TCP, no signals to processes outside), and runs
+  each test case in a forked child with its own RLIMIT_CPU and RLIMIT_FSIZE,
   a seccomp filter against new processes and file metadata changes (chmod, chown, utime,
   xattrs: Landlock lets those through) and a ``socket`` module that refuses to work, and
   without the expected outputs, which the judge compares itself; it accepts a case's
