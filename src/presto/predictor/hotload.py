@@ -233,17 +233,18 @@ class HotPredictor:
         now = _now_ns()
         data, signature = _read_bytes(self.path)
         predictor = _parse(data, self.path)
-        self._remember(signature, data, now)
+        self._remember(signature, hashlib.sha256(data).digest(), now)
         return predictor
 
-    def _remember(self, signature: Signature | None, data: bytes | None, now: int) -> None:
-        """The last file state read, served or not: until it changes there is nothing new to load."""
+    def _remember(self, signature: Signature | None, digest: bytes | None, now: int) -> None:
+        """The last file state read, served or not (``digest``: its content's sha256, None when it
+        could not be read): until it changes there is nothing new to load."""
         self._seen = signature
-        self._digest = None if data is None else hashlib.sha256(data).digest()
+        self._digest = digest
         # Once the file was older than the granularity when read, any later write shows in its
         # ctime (an unreadable file: a new permission or a new file changes the ctime too). The
         # ctime, not the mtime, which touch -d can set in the future.
-        self._settled = data is None or signature is None or now - signature[1] > RACY_NS
+        self._settled = digest is None or signature is None or now - signature[1] > RACY_NS
 
     def check(self) -> Predictor:
         """At the start of a later run served by this watcher: the file as it is now, or PredictorError.
@@ -287,8 +288,9 @@ class HotPredictor:
                 return self._predictor
             self._remember(signature, None, now)
             return self._keep(str(err))
-        unchanged = hashlib.sha256(data).digest() == self._digest
-        self._remember(read_signature, data, now)
+        digest = hashlib.sha256(data).digest()
+        unchanged = digest == self._digest
+        self._remember(read_signature, digest, now)
         if unchanged:
             return self._predictor
         try:
