@@ -397,10 +397,9 @@ class VLLMEngine(ChatText, Engine):
 
         self.tokenizer = AutoTokenizer.from_pretrained(str(self.model_dir))
         self._eos = eos_ids(self.tokenizer, generation_eos(str(self.model_dir)))
-        self._vocab_size = int(self._llm.llm_engine.model_config.get_vocab_size())
-        # Engine.generate refuses out-of-vocabulary prefix ids before any request reaches vLLM:
-        # vLLM validates each prompt as it adds it, after the earlier prompts of the call.
-        self.vocab_size = self._vocab_size
+        # The logits' width. Engine.generate refuses prefix ids outside it before any request
+        # reaches vLLM, which validates each prompt only as it adds it, after the call's earlier ones.
+        self.vocab_size = int(self._llm.llm_engine.model_config.get_vocab_size())
 
     def _warm_up(self) -> None:
         """A small call shaped like a real one, so one-time setup is not charged to the first model call.
@@ -504,7 +503,7 @@ class VLLMEngine(ChatText, Engine):
         """
         if not request.stop_at_eos:
             return None
-        return sorted(t for t in self._eos if 0 <= t < self._vocab_size) or None
+        return sorted(t for t in self._eos if 0 <= t < self.vocab_size) or None
 
     def _result(self, request: SuffixRequest, completion: Any, record: Any) -> SuffixResult:
         tokens = np.asarray(completion.token_ids, dtype=np.int64)
