@@ -31,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import math
 import sys
 from collections import deque
 from collections.abc import Iterable, Iterator
@@ -44,7 +43,7 @@ PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))
 
 from presto.predictor.data import iter_rounds, tree_files  # noqa: E402
-from presto.predictor.features import feature_matrix  # noqa: E402
+from presto.predictor.features import feature_matrix, logged_acceptance  # noqa: E402
 from presto.prefetch.allocation import (  # noqa: E402
     ACCEPT,
     REJECT,
@@ -91,7 +90,7 @@ def replay_tree(record: dict[str, Any], max_budget: int) -> tuple[PrefetchTree, 
     accept = np.zeros(len(nodes))
     for i, n in enumerate(nodes):
         if n.get("feasible"):
-            accept[i] = 0.0 if n.get("log_accept") is None else math.exp(min(0.0, n["log_accept"]))
+            accept[i] = logged_acceptance(n.get("log_accept"))
     cuts = {n["depth"]: n["cut"] for n in nodes if n.get("cut") is not None}
     truncated = any(
         n.get("feasible") and n["depth"] + 1 < depth_cap and (tree.accept_child[i] < 0 or tree.reject_child[i] < 0)

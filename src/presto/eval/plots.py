@@ -35,6 +35,7 @@ import numpy as np
 
 from presto.config import differing_keys
 from presto.eval.runs import RunData, chain_progress, compare, nearest_sequential, sequential_baseline
+from presto.predictor.features import logged_acceptance
 
 EPSILON = 0.01
 SAMPLED = "#1f77b4"  # blue: the sampled path
@@ -78,15 +79,11 @@ def _children(nodes: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, int]]:
 
 
 def node_acceptance(node: Mapping[str, Any]) -> float | None:
-    """A = exp(log A) of a scored (feasible) node, None for a node without a decision.
-
-    A decision that can never be accepted has log A = -inf, which trees.jsonl holds as null
-    (JSON has no -inf): on a feasible node null is A = 0, a certain reject.
-    """
-    log_accept = node.get("log_accept")
-    if log_accept is None:
-        return 0.0 if node.get("feasible") else None
-    return math.exp(log_accept)
+    """A of a scored (feasible) node (:func:`~presto.predictor.features.logged_acceptance`, so
+    a null log A there is A = 0, a certain reject), None for a node without a decision."""
+    if node.get("log_accept") is None and not node.get("feasible"):
+        return None
+    return logged_acceptance(node.get("log_accept"))
 
 
 def epsilon_rounded(nodes: Sequence[Mapping[str, Any]], epsilon: float = EPSILON) -> set[int]:

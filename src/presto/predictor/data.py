@@ -19,7 +19,6 @@ taken for copies.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -28,7 +27,7 @@ from typing import Any
 import numpy as np
 import yaml
 
-from presto.predictor.features import CLASSES, feature_matrix, label_of
+from presto.predictor.features import CLASSES, feature_matrix, label_of, logged_acceptance
 
 
 @dataclass(frozen=True)
@@ -182,7 +181,7 @@ def reaching_probabilities(nodes: Sequence[dict[str, Any]]) -> dict[Any, float]:
         if above is None or parent not in reach:
             reach[node["id"]] = 0.0
             continue
-        accept = 0.0 if above.get("log_accept") is None else math.exp(min(0.0, float(above["log_accept"])))
+        accept = logged_acceptance(above.get("log_accept"))
         reach[node["id"]] = reach[parent] * (accept if node.get("branch") == "accept" else 1.0 - accept)
     return reach
 

@@ -75,11 +75,17 @@ def resolve_features(spec: Iterable[str] | str | None) -> tuple[str, ...]:
     return tuple(names)
 
 
+def logged_acceptance(log_accept: float | None) -> float:
+    """A of a feasible logged node from its log A; null is A = 0: a decision that can never be
+    accepted has log A = -inf, which trees.jsonl holds as null (JSON has no -inf)."""
+    return 0.0 if log_accept is None else math.exp(min(0.0, float(log_accept)))
+
+
 def label_of(log_accept: float | None, epsilon: float) -> int:
-    """Class index of a feasible node; a logged null log A is A = 0 (JSON has no -inf)."""
+    """Class index of a feasible node (:func:`logged_acceptance` of its log A)."""
     if not 0.0 < epsilon < 0.5:
         raise ValueError(f"epsilon must be in (0, 1/2), got {epsilon}")
-    accept = 0.0 if log_accept is None else math.exp(min(0.0, float(log_accept)))
+    accept = logged_acceptance(log_accept)
     if accept <= epsilon:
         return 0
     if accept >= 1.0 - epsilon:
