@@ -219,11 +219,9 @@ def validate_engine(cfg: DictConfig, engine: Any) -> None:
     The engines check the same values when built (they can be built without this module).
     """
     if engine == "hf":
-        from presto.engines.hf import _DTYPES
+        from presto.engines.hf import check_dtype
 
-        dtype = OmegaConf.select(cfg, "engine.dtype", default="float32")  # build_engine's default
-        if dtype not in _DTYPES:
-            raise ConfigError(f"engine.dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        check_dtype(OmegaConf.select(cfg, "engine.dtype", default="float32"))  # build_engine's default
         # 0 would silently mean torch's default (the engine tests `if threads`), -1 fails inside torch.
         _optional(cfg, "engine.threads", _threads)
     elif engine == "vllm":

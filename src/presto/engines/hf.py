@@ -113,8 +113,7 @@ class HFEngine(ChatText, Engine):
         self, model_dir: str | Path, dtype: str = "float32", threads: int | None = None, device: str = "cpu"
     ) -> None:
         super().__init__()
-        if dtype not in _DTYPES:
-            raise ValueError(f"engine.dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+        check_dtype(dtype)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
@@ -315,6 +314,15 @@ def _rows_by_temperatures(extra: Sequence[tuple[float, ...]]) -> dict[tuple[floa
         if temps:
             groups.setdefault(tuple(temps), []).append(row)
     return groups
+
+
+def check_dtype(dtype: object) -> None:
+    """``engine.dtype`` of the hf engine: one of :data:`_DTYPES`, else one line (a ConfigError),
+    checked by the engine and, before anything loads, by :func:`presto.config.validate`."""
+    from presto.config import ConfigError
+
+    if dtype not in _DTYPES:
+        raise ConfigError(f"engine.dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
 
 
 def _torch_device(torch, device: str):
