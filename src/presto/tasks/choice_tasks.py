@@ -88,6 +88,24 @@ def answer_index(raw: Any, num_choices: int) -> int | None:
     return None
 
 
+def checked_answer(row: Mapping[str, Any], key: str, num_choices: int, where: str) -> int:
+    """:func:`answer_index` of ``row[key]``, or a TaskDataError naming the field (``where``: task, file, row)."""
+    index = answer_index(row[key], num_choices)
+    if index is None:
+        last = num_choices - 1
+        raise TaskDataError(
+            f"{where}: field {key!r} should be an index 0-{last} or a letter {LETTERS[0]}-{LETTERS[last]}, "
+            f"got {row[key]!r}"
+        )
+    return index
+
+
+def check_choice_count(count: int, key: str, where: str) -> None:
+    """2 to 10 choices: one per letter of :data:`LETTERS`."""
+    if not 2 <= count <= len(LETTERS):
+        raise TaskDataError(f"{where}: field {key!r} should have 2-{len(LETTERS)} entries, has {count}")
+
+
 class MMLUTask(_ChoiceTask):
     """MMLU (cais/mmlu, config "all"): question, subject, choices, answer (index 0-3)."""
 
@@ -99,14 +117,9 @@ class MMLUTask(_ChoiceTask):
         for i, row in enumerate(rows):
             question = require(row, "question", str, task=self.name, source=source, i=i)
             choices = require(row, "choices", list, task=self.name, source=source, i=i)
-            if not 2 <= len(choices) <= len(LETTERS):
-                raise TaskDataError(f"{self.name}: {source} row {i}: field 'choices' should have 2-10 entries")
-            index = answer_index(row["answer"], len(choices))
-            if index is None:
-                raise TaskDataError(
-                    f"{self.name}: {source} row {i}: field 'answer' should be an index 0-{len(choices) - 1} "
-                    f"or a letter {LETTERS[0]}-{LETTERS[len(choices) - 1]}, got {row['answer']!r}"
-                )
+            where = f"{self.name}: {source} row {i}"
+            check_choice_count(len(choices), "choices", where)
+            index = checked_answer(row, "answer", len(choices), where)
             messages, raw = choice_prompt(question, [str(c) for c in choices])
             subject = row.get("subject") or "mmlu"
             reference = {"answer": LETTERS[index], "num_choices": len(choices)}
@@ -161,21 +174,10 @@ class MMLUProTask(_ChoiceTask):
     def _answer(self, row: Mapping[str, Any], num_options: int, source: str, i: int) -> int:
         """The answer's index among the options as listed; ``answer`` and ``answer_index`` must agree."""
         where = f"{self.name}: {source} row {i}"
-        if not 2 <= num_options <= len(LETTERS):
-            raise TaskDataError(f"{where}: field 'options' should have 2-10 entries, has {num_options}")
-        last = num_options - 1
-        index = answer_index(row["answer"], num_options)
-        if index is None:
-            raise TaskDataError(
-                f"{where}: field 'answer' should be a letter {LETTERS[0]}-{LETTERS[last]} "
-                f"or an index 0-{last}, got {row['answer']!r}"
-            )
+        check_choice_count(num_options, "options", where)
+        index = checked_answer(row, "answer", num_options, where)
         if row.get("answer_index") is not None:
-            other = answer_index(row["answer_index"], num_options)
-            if other is None:
-                raise TaskDataError(
-                    f"{where}: field 'answer_index' should be an index 0-{last}, got {row['answer_index']!r}"
-                )
+            other = checked_answer(row, "answer_index", num_options, where)
             if other != index:
                 raise TaskDataError(
                     f"{where}: field 'answer' is {row['answer']!r} (option {LETTERS[index]}) but 'answer_index' "
