@@ -192,3 +192,13 @@ def test_report_of_the_working_directory_is_titled_by_its_name(multirun, tmp_pat
     monkeypatch.chdir(multirun)
     assert call_script(report, ".", "--no-figures", "--out", tmp_path / "report.md") == 0
     assert (tmp_path / "report.md").read_text().startswith("# PreSTO report: multi\n")
+
+
+def test_report_given_a_run_file_names_its_directory(multirun, tmp_path, capsys):
+    out = tmp_path / "report.md"
+    assert call_script(report, multirun / "0" / "summary.json", "--no-figures", "--out", out) == 2
+    err = one_error_line(capsys.readouterr().err)
+    assert "is a file, not a run directory" in err and f"({multirun / '0'})" in err
+    assert call_script(report, tmp_path / "absent", "--no-figures", "--out", out) == 2
+    assert "no such directory" in one_error_line(capsys.readouterr().err)
+    assert not out.exists()

@@ -312,6 +312,11 @@ def load_runs(paths: Sequence[Path]) -> list[RunData]:
     it could write one), and directories whose files cannot be read as a run, are left
     out, with a notice on stderr naming them and why.
     """
+    files = [Path(p) for p in paths if Path(p).is_file()]
+    if files:  # e.g. a run's summary.json: name the directory that would have been meant
+        raise ValueError(
+            f"{files[0]} is a file, not a run directory; give the directory that holds the run ({files[0].parent})"
+        )
     missing = [str(p) for p in paths if not Path(p).is_dir()]
     if missing:
         raise ValueError(f"no such directory: {', '.join(missing)}")
