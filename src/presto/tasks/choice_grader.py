@@ -6,7 +6,7 @@ any case: an answer statement ("Answer: c", "the answer is (B)", "**Answer:** $\
 only the letter ("(B)", "B."). A capital letter anywhere else is *not* a choice: "Option A
 claims..." or "a C=O bond" would otherwise turn a truncated chain into a 1-in-4 guess that
 inflates accuracy by chance. No explicit statement means no answer (graded wrong), and
-neither does a hedge ("the answer is B or C") or a variable ("the answer is c/2").
+neither does a hedge ("the answer is B or C", "Answer: B, C") or a variable ("the answer is c/2").
 """
 
 from __future__ import annotations
@@ -37,6 +37,8 @@ _SKIPPABLE = re.compile(
 # "and"/"or" are not among them: "a or b" is a hedge, no answer
 _VERB_AFTER = re.compile(r"[ \t]+(?:is|was|seems|fits|because|since|as|with)\b")
 _WORD_AFTER = re.compile(r"[ \t]+[a-z]")
+# after letters listed after the choice, a verb that makes them the subject of a new clause
+_CLAUSE_AFTER = re.compile(r"[ \t]*[)\]]?[ \t]+(?:is|are|was|were|seems|seem)\b")
 # a lowercase letter followed by an operator is a variable: "the answer is c/2"
 _OPERATOR_AFTER = re.compile(r"[ \t]*[/^=*]")
 
@@ -44,9 +46,9 @@ _OPERATOR_AFTER = re.compile(r"[ \t]*[/^=*]")
 @cache
 def _patterns(
     letters: str,
-) -> tuple[re.Pattern[str], re.Pattern[str], tuple[re.Pattern[str], ...], re.Pattern[str]]:
+) -> tuple[re.Pattern[str], re.Pattern[str], tuple[re.Pattern[str], ...], re.Pattern[str], re.Pattern[str]]:
     """(one letter, a line that is only a letter, the self-contained statements, a hedge
-    after a letter: "B or C")."""
+    after a letter: "B or C", another letter listed after it: "B, C", "B/C")."""
     letter = rf"(?P<letter>[{letters}{letters.lower()}])(?!\w|'\w)"  # not "A's"; 'B' is fine
     # the letter alone, in a font command, or labelling its option's text: "(B) 42 kg", "B: 42"
     # (bounded: an unclosed box must not make every later one scan to the end of the line)
@@ -59,7 +61,10 @@ def _patterns(
     )
     alone = re.compile(rf"[ \t*_$]*[(\[]?{letter}[)\]]?[ \t.*_$]*")
     hedge = re.compile(rf"[ \t]*[)\]]?[ \t]+(?:or|and)[ \t]+\(?[{letters}](?!\w|'\w)")
-    return re.compile(letter), alone, statements, hedge
+    # the letters listed after a letter, up to the last: ", C", "/C", ", (B) and D"
+    separator = r"[ \t]*[)\]]?(?:[ \t]*[,/&][ \t]*(?:(?:and|or)[ \t]+)?|[ \t]+(?:and/or|and|or)[ \t]+)"
+    listed = re.compile(rf"(?:{separator}\(?(?P<other>[{letters}{letters.lower()}])(?!\w|'\w))+")
+    return re.compile(letter), alone, statements, hedge, listed
 
 
 def _is_a_word(text: str, letter: str, end: int) -> bool:
@@ -72,6 +77,17 @@ def _is_a_word(text: str, letter: str, end: int) -> bool:
     return bool(_WORD_AFTER.match(text, end)) and not _VERB_AFTER.match(text, end)
 
 
+def _lists_another(text: str, end: int, listed: re.Pattern[str]) -> bool:
+    """Whether other letters are listed after the one ending at ``end`` ("B, C", "B/C", "A, B and D"):
+    a hedge like "B or C". Not when the last of them is a word ("B, I think") or the list starts
+    a clause about those options ("B, C is wrong", "D, B and C are wrong")."""
+    m = listed.match(text, end)
+    if m is None:
+        return False
+    other = m.end("other")
+    return not _is_a_word(text, m.group("other"), other) and not _CLAUSE_AFTER.match(text, other)
+
+
 def _letter_after(text: str, pos: int, letter: re.Pattern[str]) -> re.Match[str] | None:
     """The letter that a statement ending at ``pos`` names, or None if it names none."""
     while skipped := _SKIPPABLE.match(text, pos):
@@ -81,13 +97,15 @@ def _letter_after(text: str, pos: int, letter: re.Pattern[str]) -> re.Match[str]
 
 def extract_choice(text: str, letters: str = "ABCD") -> str | None:
     """The chosen letter: that of the last explicit statement in the text, or None."""
-    letter, alone, statements, hedge = _patterns(letters)
+    letter, alone, statements, hedge, listed = _patterns(letters)
     matches = [m for lead in _LEADS.finditer(text) if (m := _letter_after(text, lead.end(), letter))]
     matches += [m for pattern in statements for m in pattern.finditer(text)]
     found = [
         (m.start("letter"), m.group("letter").upper())
         for m in matches
-        if not _is_a_word(text, m.group("letter"), m.end("letter")) and not hedge.match(text, m.end("letter"))
+        if not _is_a_word(text, m.group("letter"), m.end("letter"))
+        and not hedge.match(text, m.end("letter"))
+        and not _lists_another(text, m.end("letter"), listed)
     ]
     # The last line alone: a letter. A bare "A" or "I" there is as likely the first word of a
     # sentence the fixed answer length cut off ("Answer: C\n\nI") as a choice, so it names the

@@ -20,7 +20,8 @@ _BOX_COMMANDS = ("\\boxed", "\\fbox")
 _ANSWER_LEAD = re.compile(r"(?<![A-Za-z])answer(?:\s*[*_]{2})?\s*(?:is\b|:|=)(?:\s*[*_]{2})?[ \t]*:?", re.IGNORECASE)
 _BOLD = re.compile(r"\*\*|__")
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
-_INLINE_MATH = re.compile(r"\$([^$]+)\$")
+# a "\\$" inside math is a dollar sign, not the closing delimiter: "$\\$18.90$"
+_INLINE_MATH = re.compile(r"(?<!\\)\$((?:\\.|[^\\$])+)\$")
 # words that make an answer phrase a supposition, not a statement, when one comes shortly
 # before it in the same sentence: "suppose the answer is 204", "check if the answer is 5"
 _HYPOTHETICAL = re.compile(r"\b(?:if|suppos(?:e|ing)|assum(?:e|ing)|whether|maybe|guess|say|check)\b", re.IGNORECASE)
@@ -90,21 +91,28 @@ def _is_hypothetical(text: str, lead_start: int) -> bool:
     return _HYPOTHETICAL.search(" ".join(before.split()[-4:])) is not None
 
 
+def _closing_delimiter(s: str, right: str, start: int) -> int:
+    """Where ``right`` closes math opened before ``start`` (-1 if never): an escaped dollar
+    ("$\\$18.90$") is a dollar sign inside the math, not its end."""
+    end = s.find(right, start)
+    while end > 0 and right.startswith("$") and s[end - 1] == "\\":
+        end = s.find(right, end + 1)
+    return end
+
+
 def _stated_value(rest: str) -> str | None:
     """The answer that follows an answer phrase (``rest`` starts right after "Answer:").
 
     Math in ``$...$``, ``\\(...\\)`` or ``\\[...\\]`` right after the phrase is the answer; otherwise
     the answer is the plain text to the end of its sentence, with markdown bold removed.
     """
-    s = rest.lstrip(" \t")
-    if s.startswith("\n"):  # "Answer:\n17"
-        s = s[1:].lstrip(" \t")
+    s = rest.lstrip()  # also past line breaks: "Answer:\n17", "Final answer:\n\n$$17$$"
     s = s[m.end() :] if (m := _LEAD_ADVERB.match(s)) else s
     if _BOLD.match(s):  # "The answer is **5**."
         s = s[2:].lstrip(" \t")
     for left, right in _MATH_DELIMITERS:
         if s.startswith(left):
-            end = s.find(right, len(left))
+            end = _closing_delimiter(s, right, len(left))
             if end < 0:
                 return None  # the math never closes: truncated
             return s[len(left) : end].strip() or None
@@ -248,6 +256,8 @@ _INT_DECORATION = re.compile(r"\\!|\\\$|\\?%|\^\s*\{?\s*\\circ\s*\}?|\\circ|\\de
 _LATEX_SPACE = re.compile(r"\\[,;: ]|~")
 # more digits than any answer has; int() refuses over 4300 digits (ValueError)
 _MAX_DIGITS = 100
+# "or" before an equation's right-hand side: the equation is one of two answers offered
+_OR = re.compile(r"\bor\b", re.IGNORECASE)
 # an integer (thousands separated only as 1,000), an optional ".0", then optionally words
 # without digits (a unit: "33 ways"), so that "3, 3" or "1 and 33" are never read as 33 or 133
 _INTEGER = re.compile(r"([+-]?)(\d{1,3}(?:,\d{3})+|\d+)(?:\.0*)?(?:\s+[A-Za-z]{2,}(?:\s+[A-Za-z]+)*)?")
@@ -259,13 +269,17 @@ def parse_integer(answer: str) -> int | None:
     Accepted: ``033``, ``1,000`` and ``1{,}000``, ``12.0``, ``70^\\circ``, ``\\$33``,
     ``\\text{33}``/``\\textbf{33}``/``\\mathrm{33}`` (their content is kept), ``33 \\text{ ways}``,
     and equations, whose right-hand side is the answer (``n = 33``, ``m+n=33``). Separate
-    numbers are never glued together (``3, 3`` and ``1 \\text{ and } 33`` are not integers).
+    numbers are never glued together (``3, 3`` and ``1 \\text{ and } 33`` are not integers), and a
+    hedge is no integer (``x = 3 \\text{ or } x = 33``).
     Over :data:`_MAX_DIGITS` digits is no answer (a runaway generation).
     """
     s = _strip_wrappers(answer)
     while (unwrapped := _TEXT_COMMAND.sub(r"\1", s)) != s:  # nested: \text{\textbf{33}}
         s = unwrapped
-    s = s.rpartition("=")[2].replace("{,}", ",")
+    equation, _, s = s.rpartition("=")
+    if _OR.search(equation):  # "x = 3 or x = 33": a hedge, not 33
+        return None
+    s = s.replace("{,}", ",")
     s = _LATEX_SPACE.sub(" ", _INT_DECORATION.sub("", s))
     m = _INTEGER.fullmatch(s.strip().rstrip(".").strip())
     if not m:
