@@ -90,3 +90,26 @@ def test_two_letters_are_a_hedge(text: str) -> None:
 )
 def test_a_letter_then_a_comma_is_still_a_choice(text: str, letter: str) -> None:
     assert extract_choice(text) == letter
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The answer is $5$ or $6$.",
+        "The answer is either $5$ or $6$.",
+        "The answer is $5$, or $6$ if n is odd.",
+        "The answer is **$5$** or $6$.",
+        "Answer: \\(5\\) or \\(6\\)",
+    ],
+)
+def test_two_math_answers_offered_are_a_hedge_not_the_first_or_last(text):
+    # Before: the first (or, after "either", the last) math was the answer, so a hedge was credited.
+    assert not grade_math(text, "5").correct and not grade_math(text, "6").correct
+    assert not grade_integer(text, 5).correct and not grade_integer(text, 6).correct
+
+
+@pytest.mark.parametrize(
+    "text", ["The answer is $5$ or more.", "The answer is **$5$**.", "x = $3$, so the answer is $5$."]
+)
+def test_one_math_answer_is_still_read(text):
+    assert grade_math(text, "5").correct and grade_integer(text, 5).correct

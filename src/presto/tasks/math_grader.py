@@ -22,6 +22,9 @@ _BOLD = re.compile(r"\*\*|__")
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 # a "\\$" inside math is a dollar sign, not the closing delimiter: "$\\$18.90$"
 _INLINE_MATH = re.compile(r"(?<!\\)\$((?:\\.|[^\\$])+)\$")
+_DISPLAY_MATH = re.compile(r"\$\$(.+?)\$\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
+# after one math answer, "or" and another value: two answers offered ("$5$ or $6$"), no single one
+_ALTERNATIVE = re.compile(r"[*_]*[ \t]*,?[ \t]*(?:or|and/or)[ \t]+(?=\$|\\\(|\\\[|[+-]?\d)", re.IGNORECASE)
 # words that make an answer phrase a supposition, not a statement, when one comes shortly
 # before it in the same sentence: "suppose the answer is 204", "check if the answer is 5"
 _HYPOTHETICAL = re.compile(r"\b(?:if|suppos(?:e|ing)|assum(?:e|ing)|whether|maybe|guess|say|check)\b", re.IGNORECASE)
@@ -115,13 +118,29 @@ def _stated_value(rest: str) -> str | None:
             end = _closing_delimiter(s, right, len(left))
             if end < 0:
                 return None  # the math never closes: truncated
-            return s[len(left) : end].strip() or None
+            if not _ALTERNATIVE.match(s, end + len(right)):
+                return s[len(left) : end].strip() or None
+            # "$5$ or $6$", "$5$, or $6$ if n is odd": two answers offered (see _hedge)
+            return _hedge(s.split("\n", 1)[0])
     line = _BOLD.sub("", s.split("\n", 1)[0])
     end = _ANSWER_END.search(line)
     line = line[: end.start()] if end else line
-    inline = _INLINE_MATH.findall(line)  # "x = $5$": the math is the answer
-    answer = inline[-1] if inline else line
+    inline = list(_INLINE_MATH.finditer(line))  # "x = $5$": the math is the answer
+    offered = any(_ALTERNATIVE.match(line, a.end()) for a in inline[:-1])  # "either $5$ or $6$"
+    if offered:
+        return _hedge(line)
+    answer = inline[-1].group(1) if inline else line
     return answer.strip().rstrip(".").strip() or None
+
+
+def _hedge(line: str) -> str:
+    """The answer of a line that offers two ("$5$ or $6$"): the line with its math unwrapped,
+    "5 or 6", which equals no single value (math-verify would pick one of the "$...$" pieces;
+    it reads "5 or 6" as the set {5, 6}, a question's two solutions). Not None, which would
+    fall back to an earlier answer statement."""
+    line = _BOLD.sub("", line)
+    line = _DISPLAY_MATH.sub(lambda m: next(g for g in m.groups() if g is not None), line)
+    return _INLINE_MATH.sub(r"\1", line).strip().rstrip(".").strip()
 
 
 def extract_math_answer(text: str) -> str | None:
