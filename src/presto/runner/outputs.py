@@ -148,7 +148,13 @@ class RunWriter:
         self._trees.write(dumps(record) + "\n")
 
     def flush_trees(self) -> None:
+        """Make a chain's rounds durable; the run calls it before appending that chain's record.
+
+        A resume takes every chain in chains.jsonl (fsynced) as finished and never runs it again,
+        so its rounds must reach the disk first: a machine crash between the two would lose them.
+        """
         self._trees.flush()
+        os.fsync(self._trees.fileno())
 
     def write_summary(self, summary: dict[str, Any]) -> None:
         write_json_atomic(self.summary_path, summary)
