@@ -280,3 +280,13 @@ def test_an_interrupted_run_resumes_with_each_round_logged_once(tmp_path, monkey
 
     clean = rounds(tmp_path / "clean")
     assert len(clean) > 8 and rounds(tmp_path / "broken") == clean
+
+
+def test_a_damaged_middle_line_is_skipped_with_a_warning_a_torn_last_line_silently(tmp_path, capsys):
+    from presto.runner.outputs import read_jsonl
+
+    path = tmp_path / "trees.jsonl"
+    path.write_text('{"round": 0}\n{"round": 1, "no\n{"round": 2}\n{"round": 3, "torn')
+    assert [r["round"] for r in read_jsonl(path)] == [0, 2]
+    err = capsys.readouterr().err
+    assert err == f"warning: {path}: line 2 is not JSON; skipped\n"  # before: nothing said

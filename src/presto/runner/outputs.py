@@ -51,15 +51,21 @@ def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
 
 
 def read_jsonl(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSONL file; a torn last line (a killed run) is ignored."""
+    """Records of a JSONL file; a torn last line (a killed run) is ignored.
+
+    Another line that is not JSON (the file damaged after the fact: the writers rewrite a torn
+    line away before they append) is skipped with a warning naming it, not silently.
+    """
     if not path.exists():
         return []
     records = []
-    for line in path.read_text().splitlines():
+    lines = path.read_text().splitlines()
+    for number, line in enumerate(lines, 1):
         try:
             records.append(json.loads(line))
         except json.JSONDecodeError:
-            continue
+            if number < len(lines) and line.strip():
+                print(f"warning: {path}: line {number} is not JSON; skipped", file=sys.stderr)
     return records
 
 
