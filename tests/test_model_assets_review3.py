@@ -342,3 +342,22 @@ def test_a_cache_of_this_gguf_is_reused_and_without_the_wheel_any_is(
     (final / assets._MARKER).unlink()
     with pytest.raises(ModelNotFoundError, match="embedded weights"):
         resolve_model_dir(DEFAULT_MODEL, tmp_path / "cache")
+
+
+@pytest.mark.parametrize(
+    "error",
+    [OSError(28, "No space left on device"), RuntimeError("Error while serializing: IoError(No space left on device)")],
+)
+def test_a_full_disk_is_one_line_and_leaves_no_folder(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, error) -> None:
+    gguf = tmp_path / "model.gguf"
+    gguf.write_bytes(b"GGUF" + b"\0" * 100)
+    monkeypatch.setattr(assets, "embedded_gguf_path", lambda: gguf)
+
+    def full_disk(gguf: Path, out_dir: Path, require_chat_template: bool) -> None:
+        (out_dir / "model.safetensors").write_bytes(b"\0" * 10)
+        raise error
+
+    monkeypatch.setattr(assets, "_convert_gguf_into", full_disk)
+    with pytest.raises(ModelNotFoundError, match=r"no space left to convert the model into .*model.cache_dir"):
+        resolve_model_dir(DEFAULT_MODEL, tmp_path / "cache")  # before: the raw error, a traceback
+    assert [p.name for p in (tmp_path / "cache" / "models").iterdir() if p.is_dir()] == []

@@ -420,6 +420,15 @@ def _convert_gguf_cached(gguf: Path, final: Path, require_chat_template: bool = 
         try:
             _convert_gguf_into(gguf, tmp, require_chat_template)
             _publish(tmp, final, lambda folder: is_complete(folder, gguf))
+        except Exception as err:
+            # A full disk surfaces as an OSError, or as safetensors' own error that only says so
+            # in its message: either way one line that names the folder and what to set.
+            if (isinstance(err, OSError) and err.errno == errno.ENOSPC) or "No space left on device" in str(err):
+                raise ModelNotFoundError(
+                    f"no space left to convert the model into {final.parent} (about 600 MB needed); "
+                    "free some, or set model.cache_dir=DIR or PRESTO_CACHE_DIR"
+                ) from None
+            raise
         finally:
             if tmp.exists():
                 shutil.rmtree(tmp, ignore_errors=True)
