@@ -113,3 +113,11 @@ def test_two_math_answers_offered_are_a_hedge_not_the_first_or_last(text):
 )
 def test_one_math_answer_is_still_read(text):
     assert grade_math(text, "5").correct and grade_integer(text, 5).correct
+
+
+def test_a_list_answer_is_read_to_its_last_item():
+    # Before: the clause cut-off stopped at ", and", so "5, 6, and 7" was read as "5, 6".
+    text = "The answer is 5, 6, and 7."
+    assert extract_math_answer(text) == "5, 6, and 7"
+    assert not grade_math(text, "5, 6").correct
+    assert extract_math_answer("The answer is 17, and that is final.") == "17"

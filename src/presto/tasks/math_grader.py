@@ -30,8 +30,12 @@ _ALTERNATIVE = re.compile(r"[*_]*[ \t]*,?[ \t]*(?:or|and/or)[ \t]+(?=\$|\\\(|\\\
 _HYPOTHETICAL = re.compile(r"\b(?:if|suppos(?:e|ing)|assum(?:e|ing)|whether|maybe|guess|say|check)\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?\n]")
 # where a plain-text answer stops: the end of its sentence (not a decimal point), a ';', a
-# parenthetical or a clause that explains it ("17 (since 2+15)", "5, which is prime")
-_ANSWER_END = re.compile(r"\.(?=\s|$)|;|\s\((?=[a-z]{2})|,\s+(?=[a-z]{2})|\s+(?:because|since|as|which|where|so)\b")
+# parenthetical or a clause that explains it ("17 (since 2+15)", "5, which is prime"), but
+# not a list's last item ("5, 6, and 7")
+_ANSWER_END = re.compile(
+    r"\.(?=\s|$)|;|\s\((?=[a-z]{2})|,\s+(?!(?:and|or)\s+[-+\d])(?=[a-z]{2})"
+    r"|\s+(?:because|since|as|which|where|so)\b"
+)
 # an adverb between the answer phrase and its value: "The answer is therefore 12."
 _LEAD_ADVERB = re.compile(
     r"(?:therefore|thus|hence|then|simply|just|indeed|clearly|actually|exactly)\b,?[ \t]+", re.IGNORECASE
