@@ -121,3 +121,16 @@ def test_a_list_answer_is_read_to_its_last_item():
     assert extract_math_answer(text) == "5, 6, and 7"
     assert not grade_math(text, "5, 6").correct
     assert extract_math_answer("The answer is 17, and that is final.") == "17"
+
+
+@pytest.mark.parametrize(
+    "text", ["I'd say the answer is 12.", "I would say the answer is 12.", "So I say the answer is 12."]
+)
+def test_a_stated_opinion_is_an_answer(text):
+    # Before: "say" marked the phrase a supposition, so the answer went ungraded (wrong).
+    assert extract_math_answer(text) == "12" and grade_integer(text, 12).correct
+
+
+@pytest.mark.parametrize("text", ["Say the answer is 12, then x = 3.", "Let's say the answer is 12; then"])
+def test_a_supposition_with_say_is_still_none(text):
+    assert extract_math_answer(text) is None

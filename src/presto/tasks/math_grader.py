@@ -28,6 +28,8 @@ _ALTERNATIVE = re.compile(r"[*_]*[ \t]*,?[ \t]*(?:or|and/or)[ \t]+(?=\$|\\\(|\\\
 # words that make an answer phrase a supposition, not a statement, when one comes shortly
 # before it in the same sentence: "suppose the answer is 204", "check if the answer is 5"
 _HYPOTHETICAL = re.compile(r"\b(?:if|suppos(?:e|ing)|assum(?:e|ing)|whether|maybe|guess|say|check)\b", re.IGNORECASE)
+# "say" after these states the answer rather than supposing it
+_STATING = re.compile(r"\b(?:I'd|I\s+would|I\s+can|we\s+can|safe\s+to|so\s+I)\s+say\b", re.IGNORECASE)
 _SENTENCE_END = re.compile(r"[.!?\n]")
 # where a plain-text answer stops: the end of its sentence (not a decimal point), a ';', a
 # parenthetical or a clause that explains it ("17 (since 2+15)", "5, which is prime"), but
@@ -95,6 +97,7 @@ def _is_hypothetical(text: str, lead_start: int) -> bool:
     """Whether the answer phrase at ``lead_start`` is a supposition mid-reasoning: one of
     :data:`_HYPOTHETICAL` among the four words before it, in its sentence."""
     before = _SENTENCE_END.split(text[max(0, lead_start - 200) : lead_start])[-1]
+    before = _STATING.sub(" ", before)  # "I'd say the answer is 12." states it
     return _HYPOTHETICAL.search(" ".join(before.split()[-4:])) is not None
 
 
