@@ -290,3 +290,10 @@ def test_a_damaged_middle_line_is_skipped_with_a_warning_a_torn_last_line_silent
     assert [r["round"] for r in read_jsonl(path)] == [0, 2]
     err = capsys.readouterr().err
     assert err == f"warning: {path}: line 2 is not JSON; skipped\n"  # before: nothing said
+
+
+def test_a_null_feature_is_named_in_a_value_error():
+    from presto.predictor.features import feature_matrix
+
+    with pytest.raises(ValueError, match="feature 'gap' of node 1 is None, not a number"):  # before: bare TypeError
+        feature_matrix([{"gap": 1.0}, {"gap": None}], ["gap"])

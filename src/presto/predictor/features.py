@@ -104,4 +104,8 @@ def feature_matrix(rows: Sequence[Mapping[str, float]], names: Sequence[str]) ->
                 raise KeyError(
                     f"feature {name!r} is not in the logged node features (trees.jsonl from an older version?)"
                 ) from None
+            except (TypeError, ValueError):  # null: a non-finite statistic was logged (strict JSON)
+                raise ValueError(
+                    f"feature {name!r} of node {i} is {row[name]!r}, not a number; leave it out of the feature set"
+                ) from None
     return out
