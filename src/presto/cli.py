@@ -301,6 +301,27 @@ class SweepJobFailed(CompactHydraException):
     """
 
 
+def release_job_state(err: BaseException) -> None:
+    """Drop the local variables of the finished frames that a failed sweep job's exception passed through.
+
+    Hydra keeps each job's exception until the sweep's last job is done (to re-raise the first
+    failure), and a traceback keeps its frames: the job's engine (its model, maybe on a GPU), its
+    task and its chain records would stay in memory beside every later job, one more set per
+    failed job. The traceback itself (files, lines, the message) is kept.
+    """
+    import traceback
+
+    pending: list[BaseException | None] = [err]
+    seen: set[int] = set()
+    while pending:  # chained exceptions (cause, context) carry frames of the job too
+        err = pending.pop()
+        if err is None or id(err) in seen:
+            continue
+        seen.add(id(err))
+        traceback.clear_frames(err.__traceback__)  # skips the frames still running (this one's callers)
+        pending += [err.__cause__, err.__context__]
+
+
 def execute(cfg: DictConfig) -> float | None:
     """Validate, run, print the summary; return the metric a sweeper minimizes (call time)."""
     from presto.config import validate
@@ -321,6 +342,7 @@ def execute(cfg: DictConfig) -> float | None:
             fail(message)
         # In a sweep, one job's mistake (e.g. its directory already holds chains) must not cancel the rest.
         print(f"error: sweep job {job}: {message}", file=sys.stderr)
+        release_job_state(err)
         raise SweepJobFailed(f"error: sweep job {job} failed: {message}; the sweep's other jobs were run") from None
     except KeyboardInterrupt as interrupt:
         terminated = bool(interrupt.args) and interrupt.args[0] == _TERMINATED
@@ -330,5 +352,9 @@ def execute(cfg: DictConfig) -> float | None:
             file=sys.stderr,
         )
         sys.exit(143 if terminated else 130)
+    except Exception as err:
+        if _sweep_job() is not None:  # Hydra keeps it and runs the next jobs: see release_job_state
+            release_job_state(err)
+        raise
     print_summary(summary, run_dir)
     return summary.get("call_time_s")

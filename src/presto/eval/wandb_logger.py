@@ -36,7 +36,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-from presto.runner.outputs import read_jsonl, write_text_atomic
+from presto.runner.outputs import count_jsonl, write_text_atomic
 
 MODES = ("online", "offline", "disabled")
 
@@ -164,8 +164,9 @@ class WandbLogger:
         # Past every index logged before: a resumed run drops from trees.jsonl the rounds of the
         # chain it was interrupted in, but W&B already holds them at their indices.
         logged = self._logged_indices()
-        self.chains = max(len(read_jsonl(self.run_dir / "chains.jsonl")), logged.get("chains", 0))
-        self.rounds = max(len(read_jsonl(self.run_dir / "trees.jsonl")), logged.get("rounds", 0))
+        # Counted a record at a time: a long run's trees.jsonl (GBs) would not fit in memory parsed.
+        self.chains = max(count_jsonl(self.run_dir / "chains.jsonl"), logged.get("chains", 0))
+        self.rounds = max(count_jsonl(self.run_dir / "trees.jsonl"), logged.get("rounds", 0))
         self._run = wandb.init(
             project=self.cfg.get("project") or "presto",
             entity=self.cfg.get("entity"),

@@ -7,6 +7,7 @@ import json
 import math
 import os
 import sys
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -34,10 +35,16 @@ def dumps(record: dict[str, Any]) -> str:
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write to a temporary sibling, then rename: readers (and a kill midway) never see half a file."""
+    write_lines_atomic(path, (text,))
+
+
+def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:
+    """:func:`write_text_atomic` of the concatenated ``lines``, written as they come (a long log
+    is never held whole in memory)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with tmp.open("w") as handle:
-            handle.write(text)
+            handle.writelines(lines)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, path)
@@ -56,17 +63,30 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
     Another line that is not JSON (the file damaged after the fact: the writers rewrite a torn
     line away before they append) is skipped with a warning naming it, not silently.
     """
+    return list(iter_jsonl(path))
+
+
+def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
+    """:func:`read_jsonl`'s records one at a time, read line by line: trees.jsonl grows by tens of
+    KB a round, and a long run's would not fit in memory as parsed records (several times its size)."""
     if not path.exists():
-        return []
-    records = []
-    lines = path.read_text().splitlines()
-    for number, line in enumerate(lines, 1):
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            if number < len(lines) and line.strip():
-                print(f"warning: {path}: line {number} is not JSON; skipped", file=sys.stderr)
-    return records
+        return
+    bad: int | None = None  # a line that is not JSON: warned about once a line follows it (else torn)
+    with path.open() as handle:
+        for number, line in enumerate(handle, 1):
+            if bad is not None:
+                print(f"warning: {path}: line {bad} is not JSON; skipped", file=sys.stderr)
+                bad = None
+            try:
+                yield json.loads(line)
+            except json.JSONDecodeError:
+                if line.strip():
+                    bad = number
+
+
+def count_jsonl(path: Path) -> int:
+    """How many records :func:`read_jsonl` would return, holding one at a time."""
+    return sum(1 for _ in iter_jsonl(path))
 
 
 def _exclusive_lock(run_dir: Path) -> TextIO | None:
@@ -129,9 +149,9 @@ class RunWriter:
             # Drop a torn last line so appends start on a clean line, and the rounds of chains
             # that did not finish: they run again from their start and log those rounds anew.
             finished = self.finished()
-            trees = [t for t in read_jsonl(self.trees_path) if _chain_key(t) in finished]
+            trees = (dumps(t) + "\n" for t in iter_jsonl(self.trees_path) if _chain_key(t) in finished)
             write_text_atomic(self.chains_path, "".join(dumps(r) + "\n" for r in self.previous))
-            write_text_atomic(self.trees_path, "".join(dumps(t) + "\n" for t in trees))
+            write_lines_atomic(self.trees_path, trees)  # streamed: a long run's trees.jsonl is GBs
         self._chains: TextIO = self.chains_path.open("a")
         # A new run starts its tree log afresh (an earlier attempt may have died before any chain finished).
         self._trees: TextIO = self.trees_path.open("a" if resume else "w")

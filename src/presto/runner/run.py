@@ -77,6 +77,35 @@ def make_stepper(settings: RunSettings, traversal: Traversal | None, on_round) -
     return PrefetchStepper(traversal, settings.n_pf, on_round, settings.max_logged_nodes)
 
 
+SUMMARY_FIELDS = (
+    "prompt_id",
+    "chain",
+    "transitions",
+    "rounds",
+    "discarded_requests",
+    "model_calls",
+    "call_time_s",
+    "loglik",
+    "confidence",
+    "correct",
+    "grade_error",
+    "loglik_rescored",
+    "confidence_rescored",
+)
+
+
+def summary_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """What :func:`summarize` reads of a chain record: a few numbers, its accepted moves counted.
+
+    A run keeps this of each finished chain until its summary, not the record: the final tokens,
+    the text and the per-transition and per-call lists are in chains.jsonl already, and held for
+    every chain of a long run they would grow its memory by tens of KB a chain (n in the thousands).
+    """
+    kept = {key: record[key] for key in SUMMARY_FIELDS if key in record}
+    kept["accepted"] = record["accepted"] if "accepted" in record else sum(record["accepts"])
+    return kept
+
+
 def summarize(
     settings: RunSettings,
     records: list[dict[str, Any]],
@@ -91,11 +120,13 @@ def summarize(
     whether all of them finished (an interrupted run's summary is not one of a whole run).
     ``previous``: the summary an interrupted session wrote; the engine's counters cover
     only this process, so they are merged with the earlier ones (sums, maxima, rates).
+    ``records``: chain records, whole or as :func:`summary_fields` keeps them.
     """
+    records = [summary_fields(r) for r in records]
     calls = sum(r["model_calls"] for r in records)
     call_time = sum(r["call_time_s"] for r in records)
     transitions = sum(r["transitions"] for r in records)
-    accepts = sum(sum(r["accepts"]) for r in records)
+    accepts = sum(r["accepted"] for r in records)
     graded = [r["correct"] for r in records if r.get("correct") is not None]
     baseline = settings.sampler.name in BASELINES  # samples whole answers: no traversal, no prefetch budget
     summary: dict[str, Any] = {
@@ -462,10 +493,15 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             logger.finish()
         raise
     schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
-    records = list(writer.previous)
     done = writer.finished()
-    if settings.resume and regrade_failed(records, task, problems):
-        writer.rewrite_chains(records)  # the chains whose grader failed, graded again
+    if settings.resume and regrade_failed(writer.previous, task, problems):
+        writer.rewrite_chains(writer.previous)  # the chains whose grader failed, graded again
+    # From here on the run needs only the summary's figures of each chain (see summary_fields).
+    records = [summary_fields(r) for r in writer.previous]
+    writer.previous = []
+    failed_grades = sum(1 for r in records if r.get("grade_error"))
+    calls = sum(r["model_calls"] for r in records)
+    transitions = sum(r["transitions"] for r in records)
     if settings.resume and not records:
         # A run directory named by the time (the default) is always new: say so rather than start over silently.
         print(
@@ -501,22 +537,22 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             writer.flush_trees()
             writer.append_chain(record)
             logger.on_chain(record)
-            records.append(record)
-            grading_failed = [r for r in records if r.get("grade_error")]
-            if len(grading_failed) == len(records) >= GRADING_FAILURES_TO_STOP:
+            records.append(summary_fields(record))
+            # Running totals: a scan of every finished chain after each one would grow with the run.
+            failed_grades += bool(record.get("grade_error"))
+            calls += record["model_calls"]
+            transitions += record["transitions"]
+            if failed_grades == len(records) >= GRADING_FAILURES_TO_STOP:
                 # Every chain so far: the grader is broken, not one completion. Stop before
                 # spending the rest of the run on chains that cannot be graded.
                 raise GradingError(
-                    f"grading failed for all {len(records)} chains so far ({grading_failed[-1]['grade_error']}); "
+                    f"grading failed for all {len(records)} chains so far ({record['grade_error']}); "
                     f"they are kept ungraded in {writer.chains_path}: fix the grader, then resume this run "
                     "(run.resume=true, same directory) to grade them and continue"
                 )
             progress.update(1)
-            calls = sum(r["model_calls"] for r in records)
             if settings.sampler.name not in BASELINES:  # a baseline makes no MH transitions
-                progress.set_postfix(
-                    transitions_per_call=f"{sum(r['transitions'] for r in records) / max(1, calls):.2f}"
-                )
+                progress.set_postfix(transitions_per_call=f"{transitions / max(1, calls):.2f}")
     finally:
         progress.close()
         wall_time = previous_summary_time + time.perf_counter() - start
