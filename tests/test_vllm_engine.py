@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import signal
 import sys
 
 import numpy as np
@@ -367,3 +368,39 @@ def test_cli_run_reports_cache_metrics(model_dirs, tmp_path):
     assert summary["prefix_cache_hit_rate"] > 0.5
     assert 0 < summary["peak_kv_usage"] <= 1
     assert summary["transitions_per_call"] > 1
+
+
+def test_a_call_interrupted_midway_leaves_the_engine_usable(engine, prompt, monkeypatch):
+    """Ctrl-C inside a call (a notebook user, say) must not leave its requests in vLLM: the
+    next call would get their outputs first, misaligned with its own requests."""
+    requests = [SuffixRequest(tuple(prompt), 12, 1.0, seed) for seed in (1, 2, 3)]
+    expected = engine.generate(requests)
+    recorder = engine._recorder
+    steps = {"n": 0}
+    original = type(recorder).apply
+
+    def interrupted(self, logits):
+        steps["n"] += 1
+        if steps["n"] == 4:
+            raise KeyboardInterrupt
+        return original(self, logits)
+
+    monkeypatch.setattr(type(recorder), "apply", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        engine.generate(requests)
+    monkeypatch.setattr(type(recorder), "apply", original)
+
+    def hung(signum, frame):
+        raise TimeoutError("the call after an interrupted one hangs")
+
+    previous = signal.signal(signal.SIGALRM, hung)  # before the fix it waited forever
+    signal.alarm(120)
+    try:
+        again = engine.generate(requests)
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+    for a, b in zip(expected, again, strict=True):
+        np.testing.assert_array_equal(a.tokens, b.tokens)
+        np.testing.assert_array_equal(a.logq, b.logq)
+    assert recorder.records == {} and not engine._llm.llm_engine.has_unfinished_requests()

@@ -492,9 +492,31 @@ class VLLMEngine(ChatText, Engine):
                 self._result(request, output.outputs[0], self._recorder.pop(key))
                 for request, output, key in zip(requests, outputs, keys, strict=True)
             ]
+        except BaseException:
+            self._abort_unfinished()
+            raise
         finally:
             for key in keys:
                 self._recorder.pop(key)
+
+    def _abort_unfinished(self) -> None:
+        """Drop the requests a call left in vLLM when it stopped midway (Ctrl-C, an error in a step).
+
+        vLLM keeps them: the next ``generate`` would wait forever on the interrupted step's
+        state, or return their outputs ahead of its own. This engine's ``LLM`` serves only its
+        own calls, so every unfinished request is one of the stopped call's.
+        """
+        try:
+            engine = self._llm.llm_engine
+            unfinished = list(engine.output_processor.request_states)
+            if unfinished:
+                engine.abort_request(unfinished, internal=True)
+        except Exception as err:  # vLLM internals moved: say so rather than mask the call's own error
+            print(
+                f"warning: could not drop the interrupted call's requests from vLLM ({err!r}); "
+                "build a new engine before the next call",
+                file=sys.stderr,
+            )
 
     def stop_token_ids(self, request: SuffixRequest) -> list[int] | None:
         """``SamplingParams.stop_token_ids`` of a request: the EOS ids when it stops at EOS, else none.
