@@ -5,7 +5,8 @@ decision for decision: out of the box, vLLM-CPU's split-KV decode attention and 
 one-row GEMM kernel make a row's log-probabilities depend (in the last bits) on how many
 rows are decoded beside it (presto.engines.vllm_batch_invariance). The tiny test model is
 too small to hit those kernels, so this uses the real embedded model, in float32 and
-bfloat16. Skipped only when vLLM is not installed, or not the CPU build.
+bfloat16 (on a CPU with AMX tiles bfloat16 is not invariant, and the engine says so).
+Skipped only when vLLM is not installed, or not the CPU build.
 """
 
 from __future__ import annotations
@@ -41,12 +42,26 @@ def engine(request):
         kv_cache_memory_bytes=256 * 2**20,
         max_model_len=1024,
     )
-    assert engine.batch_invariant and engine.batch_variance() is None  # the CPU default
+    assert engine.batch_invariant  # the CPU default
+    if half_precision_on_amx(engine):
+        assert "AMX" in engine.batch_variance() and "engine.dtype=float32 is exact" in engine.batch_variance()
+    else:
+        assert engine.batch_variance() is None
     yield engine
     engine.close()
 
 
-def test_statistics_are_bit_identical_alone_and_in_any_batch(engine):
+def half_precision_on_amx(engine) -> bool:
+    from presto.engines.vllm import HALF_DTYPES, cpu_has_amx
+
+    return engine.dtype in HALF_DTYPES and cpu_has_amx()
+
+
+def test_statistics_are_bit_identical_alone_and_in_any_batch(engine, request):
+    if half_precision_on_amx(engine):
+        # What the engine's warning says; strict: should a vLLM release make it invariant, this
+        # fails, and the warning (VLLMEngine.batch_variance) should go.
+        request.applymarker(pytest.mark.xfail(strict=True, reason="bfloat16 on an AMX CPU is not batch-invariant"))
     messages = [{"role": "user", "content": "Write a Python function that returns the n-th prime number."}]
     prompt = tuple(engine.encode_prompt(messages))
     sequence = (*prompt, *engine.generate([SuffixRequest(prompt, 40, 0.25, 1)])[0].tokens.tolist())
@@ -72,6 +87,23 @@ def test_runs_without_batch_invariance_are_told_how_to_be_exact(platform):
     engine.platform, engine.batch_invariant = platform, False
     assert "engine.batch_invariant=true is exact" in engine.batch_variance()
     engine.batch_invariant = True
+    assert engine.batch_variance() is None
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16"])
+@pytest.mark.parametrize("amx", [True, False])
+def test_half_precision_on_an_amx_cpu_is_said_to_be_inexact(dtype, amx, monkeypatch):
+    from presto.engines import vllm as vllm_engine
+
+    monkeypatch.setattr(vllm_engine, "cpu_has_amx", lambda: amx)
+    engine = vllm_engine.VLLMEngine.__new__(vllm_engine.VLLMEngine)
+    engine.platform, engine.batch_invariant, engine.dtype = "cpu", True, dtype
+    variance = engine.batch_variance()
+    if amx and dtype != "float32":
+        assert f"engine=vllm in {dtype} on a CPU with AMX" in variance and "engine.dtype=float32 is exact" in variance
+    else:
+        assert variance is None
+    engine.platform = "cuda"  # vLLM's own batch-invariant kernels there
     assert engine.batch_variance() is None
 
 

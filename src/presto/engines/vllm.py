@@ -135,6 +135,17 @@ def kv_cache_bytes(setting: int | str | None, platform: str) -> int | None:
 _TRITON_F32_VARIABLE = "TRITON_F32_DEFAULT"
 
 
+HALF_DTYPES = ("bfloat16", "float16")
+
+
+def cpu_has_amx() -> bool:
+    """Whether this CPU has AMX tiles, which vLLM-CPU's half-precision matmuls use."""
+    import torch
+
+    probe = getattr(torch.cpu, "_is_amx_tile_supported", None)
+    return bool(probe and probe())
+
+
 def pin_float32_dots(dtype: str, environ: MutableMapping[str, str] = os.environ) -> None:
     """In float32, have Triton's ``tl.dot`` multiply in IEEE float32, not TF32 (unless the user chose).
 
@@ -204,6 +215,8 @@ class VLLMEngine(ChatText, Engine):
     min_temperature = 0.01
     is_moe = False
     """Whether the loaded model is a mixture of experts (read from vLLM once it is built)."""
+    dtype = "float32"
+    """engine.dtype, as given."""
 
     def __init__(self, model_dir: str | os.PathLike[str], **options: Any) -> None:
         super().__init__()
@@ -245,6 +258,7 @@ class VLLMEngine(ChatText, Engine):
             )
         self.exact_logprobs = bool(cfg["exact_logprobs"])
         """Full-vocabulary logprobs per token (slow oracle); may be switched between calls."""
+        self.dtype = str(cfg["dtype"])
         self.max_model_len = int(cfg["max_model_len"])
         self.block_size = int(cfg["block_size"])
         self.kv_cache_memory_bytes = kv_cache_bytes(cfg["kv_cache_memory_bytes"], self.platform)
@@ -421,6 +435,16 @@ class VLLMEngine(ChatText, Engine):
                 "expert layers (vllm-project/vllm#57016), so a row's logits may depend on the batch by rounding "
                 "even with engine.batch_invariant=true, and a PreSTO chain can leave the sequential one at an MH "
                 "decision that close to its threshold"
+            )
+        if self.batch_invariant and self.platform == "cpu" and self.dtype in HALF_DTYPES and cpu_has_amx():
+            # Measured (thirteenth session, vllm-cpu 0.32, SmolLM2-135M in bfloat16 on a CPU with AMX
+            # tiles): log p0 of one request alone vs among 7 differed by up to 0.065, a bfloat16
+            # logit's last bit; float32 on the same machine stays bit-identical, and bfloat16 was
+            # bit-identical on the machines of earlier sessions.
+            return (
+                f"engine=vllm in {self.dtype} on a CPU with AMX: vLLM's half-precision kernels round a row's "
+                "logits differently by batch size here, so a PreSTO chain can leave the sequential one at an MH "
+                "decision that close to its threshold; engine.dtype=float32 is exact"
             )
         if self.batch_invariant:
             return None
