@@ -20,8 +20,9 @@ probability flips, and the chains part. Two sources, each found by removing it:
    is memory-bound, so the second row costs little).
 
 With both, every statistic of a request (tokens, log p0, log q, entropies) is
-bit-identical alone and in any batch, in float32 and in bfloat16
-(tests/test_vllm_invariance.py checks it on the embedded model). The GEMM patch wraps
+bit-identical alone and in any batch, in float32, and in bfloat16 on CPUs without AMX tiles
+(tests/test_vllm_invariance.py checks it on the embedded model; with AMX, vLLM's
+half-precision kernels depend on the batch, and the engine warns: VLLMEngine.batch_variance). The GEMM patch wraps
 ``vllm._custom_ops.onednn_mm``, which vLLM's CPU linear layers look up at call time; it
 is installed once per process and does nothing while invariance is off.
 
