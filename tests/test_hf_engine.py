@@ -333,3 +333,20 @@ def test_a_one_request_call_never_scans_a_single_row(engine, prompt, monkeypatch
     monkeypatch.setattr(torch, "cumsum", spy)
     engine.generate([SuffixRequest(tuple(prompt), 5, 0.5, 11)])
     assert len(rows) == 5 and min(rows) >= 2
+
+
+def test_close_releases_the_model_and_a_closed_engine_says_so(tmp_path):
+    import gc
+    import weakref
+
+    model_dir = make_tiny_model(tmp_path / "model", dtype="float32", seed=2)
+    engine = HFEngine(model_dir, dtype="float32")
+    prompt = tuple(engine.encode_prompt([{"role": "user", "content": "Hi"}]))
+    engine.generate([SuffixRequest(prompt, 3, 1.0, 0)])
+    model = weakref.ref(engine.model)
+    engine.close()
+    gc.collect()
+    assert model() is None  # before: the weights lived as long as the engine object
+    with pytest.raises(RuntimeError, match="this hf engine is closed"):
+        engine.generate([SuffixRequest(prompt, 3, 1.0, 0)])
+    engine.close()  # twice is fine

@@ -106,6 +106,18 @@ def decode_groups(requests: Sequence[SuffixRequest], limit: int | None) -> list[
     return out
 
 
+class _ClosedModel:
+    """Stands in for a closed engine's model: any use is one clear error, not a None attribute error."""
+
+    def _closed(self, *args, **kwargs):
+        raise RuntimeError("this hf engine is closed (Engine.close); build a new one")
+
+    __call__ = _closed
+
+    def __getattr__(self, name: str):
+        self._closed()
+
+
 class HFEngine(ChatText, Engine):
     name = "hf"
 
@@ -135,6 +147,15 @@ class HFEngine(ChatText, Engine):
         self._sharing_limit = prefix_sharing_limit(self.model.config)
         # The ids the embedding holds (the tokenizer may have fewer); Engine.generate checks prefixes.
         self.vocab_size = int(self.model.get_input_embeddings().num_embeddings)
+
+    def close(self) -> None:
+        """Drop the model, so its weights (on a GPU, its memory) go now rather than whenever the
+        last reference to this engine does (a multirun's next job may need the room)."""
+        if isinstance(self.model, _ClosedModel):
+            return
+        self.model = _ClosedModel()
+        if self.device.type == "cuda":
+            self._torch.cuda.empty_cache()
 
     def batch_variance(self) -> str | None:
         if self.dtype == self._torch.float64:
