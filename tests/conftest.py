@@ -88,6 +88,22 @@ def call_script(module, *argv) -> int:
         return exit_.code
 
 
+def gpqa_rows(n: int, **extra: str) -> list[dict]:
+    """``n`` GPQA rows in the dataset's own columns (a local fixture: no hub), ``extra`` columns added."""
+    return [
+        {
+            "Question": f"Question {k}?",
+            "Correct Answer": f"right {k}",
+            "Incorrect Answer 1": f"wrong1 {k}",
+            "Incorrect Answer 2": f"wrong2 {k}",
+            "Incorrect Answer 3": f"wrong3 {k}",
+            "Record ID": f"rec{k}",
+            **extra,
+        }
+        for k in range(n)
+    ]
+
+
 def chi_square_p(samples, law: dict) -> float:
     """p-value of a chi-square goodness-of-fit test of ``samples`` against ``law`` (tiny cells merged)."""
     counts = {s: 0 for s in law}

@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from presto.tasks import build_task
+from tests.conftest import gpqa_rows
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "dataset"
 
@@ -87,20 +88,6 @@ def test_gen_math_prefix_does_not_depend_on_num_prompts() -> None:
     assert len({p.problem_id for p in long}) == 24
     for a, b in zip(short, long, strict=False):
         assert (a.problem_id, a.messages, str(a.reference)) == (b.problem_id, b.messages, str(b.reference))
-
-
-def gpqa_rows(n: int) -> list[dict]:
-    return [
-        {
-            "Question": f"Question {k}?",
-            "Correct Answer": f"right {k}",
-            "Incorrect Answer 1": f"wrong1 {k}",
-            "Incorrect Answer 2": f"wrong2 {k}",
-            "Incorrect Answer 3": f"wrong3 {k}",
-            "Record ID": f"rec{k}",
-        }
-        for k in range(n)
-    ]
 
 
 def test_gpqa_shuffle_is_fixed_per_problem_and_unbiased(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 
 from presto.tasks import Grade, Problem, Task, TaskDataError, build_task
+from tests.conftest import gpqa_rows
 
 CONF = Path(__file__).resolve().parents[2] / "conf" / "dataset"
 
@@ -121,18 +122,7 @@ def test_aime25_parquet(tmp_path: Path, no_network: list[str]) -> None:
 
 
 def test_gpqa_shuffles_by_seed_and_index(tmp_path: Path, no_network: list[str]) -> None:
-    rows = [
-        {
-            "Question": f"Question {k}?",
-            "Correct Answer": f"right {k}",
-            "Incorrect Answer 1": f"wrong1 {k}",
-            "Incorrect Answer 2": f"wrong2 {k}",
-            "Incorrect Answer 3": f"wrong3 {k}",
-            "Record ID": f"rec{k}",
-            "Subdomain": "Physics",
-        }
-        for k in range(12)
-    ]
+    rows = gpqa_rows(12, Subdomain="Physics")
     path = write_jsonl(tmp_path / "gpqa.jsonl", rows)
     cfg = {"name": "gpqa_diamond", "num_prompts": 12, "path": str(path), "seed": 1}
     first, again = build_task(cfg).load(), build_task(cfg).load()
