@@ -22,7 +22,8 @@ _BOLD = re.compile(r"\*\*|__")
 _MATH_DELIMITERS = (("$$", "$$"), ("$", "$"), ("\\(", "\\)"), ("\\[", "\\]"))
 # a "\\$" inside math is a dollar sign, not the closing delimiter: "$\\$18.90$"
 _INLINE_MATH = re.compile(r"(?<!\\)\$((?:\\.|[^\\$])+)\$")
-_DISPLAY_MATH = re.compile(r"\$\$(.+?)\$\$|\\\((.+?)\\\)|\\\[(.+?)\\\]")
+# the other delimiters' math, one group each ("$" math is _INLINE_MATH, which knows "\\$")
+_DISPLAY_MATH = re.compile("|".join(f"{re.escape(a)}(.+?){re.escape(b)}" for a, b in _MATH_DELIMITERS if a != "$"))
 # after one math answer, "or" and another value: two answers offered ("$5$ or $6$"), no single one
 _ALTERNATIVE = re.compile(r"[*_]*[ \t]*,?[ \t]*(?:or|and/or)[ \t]+(?=\$|\\\(|\\\[|[+-]?\d)", re.IGNORECASE)
 # words that make an answer phrase a supposition, not a statement, when one comes shortly
