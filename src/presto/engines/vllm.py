@@ -216,7 +216,7 @@ class VLLMEngine(ChatText, Engine):
     is_moe = False
     """Whether the loaded model is a mixture of experts (read from vLLM once it is built)."""
     dtype = "float32"
-    """engine.dtype, as given."""
+    """The dtype the model runs in (engine.dtype, or the model's own with auto)."""
 
     def __init__(self, model_dir: str | os.PathLike[str], **options: Any) -> None:
         super().__init__()
@@ -258,7 +258,6 @@ class VLLMEngine(ChatText, Engine):
             )
         self.exact_logprobs = bool(cfg["exact_logprobs"])
         """Full-vocabulary logprobs per token (slow oracle); may be switched between calls."""
-        self.dtype = str(cfg["dtype"])
         self.max_model_len = int(cfg["max_model_len"])
         self.block_size = int(cfg["block_size"])
         self.kv_cache_memory_bytes = kv_cache_bytes(cfg["kv_cache_memory_bytes"], self.platform)
@@ -287,6 +286,8 @@ class VLLMEngine(ChatText, Engine):
         self._llm = self._build_llm(llm_kwargs)
         try:
             self.is_moe = is_mixture_of_experts(self._llm.llm_engine.model_config)
+            # The dtype vLLM runs in, read back: engine.dtype=auto takes the model's own
+            self.dtype = str(self._llm.llm_engine.model_config.dtype).removeprefix("torch.")
             self._attach([r for r in LogZRecorder.instances if r not in before])
             self._load_tokenizer()
             self._warm_up()
