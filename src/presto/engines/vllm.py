@@ -286,8 +286,9 @@ class VLLMEngine(ChatText, Engine):
         self._llm = self._build_llm(llm_kwargs)
         try:
             self.is_moe = is_mixture_of_experts(self._llm.llm_engine.model_config)
-            # The dtype vLLM runs in, read back: engine.dtype=auto takes the model's own
-            self.dtype = str(self._llm.llm_engine.model_config.dtype).removeprefix("torch.")
+            # The dtype vLLM runs in, read back where it says: engine.dtype=auto takes the model's own
+            resolved = getattr(self._llm.llm_engine.model_config, "dtype", None)
+            self.dtype = str(cfg["dtype"] if resolved is None else resolved).removeprefix("torch.")
             self._attach([r for r in LogZRecorder.instances if r not in before])
             self._load_tokenizer()
             self._warm_up()
