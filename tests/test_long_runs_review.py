@@ -169,6 +169,26 @@ def test_a_resume_drops_unfinished_rounds_without_reading_trees_jsonl_whole(tmp_
     assert peak < size / 8, f"resuming read {peak / 1e6:.1f} MB for a {size / 1e6:.1f} MB trees.jsonl"
 
 
+def test_the_writer_hands_over_earlier_chains_once_and_still_knows_which_are_finished(tmp_path):
+    """take_previous frees the earlier session's records; finished() keeps every chain, new ones too."""
+    from presto.runner.outputs import RunWriter
+
+    run_dir = tmp_path / "run"
+    _write_long_run(run_dir, rounds=2, finished_chains=2)
+    writer = RunWriter(run_dir, resume=True)
+    try:
+        taken = writer.take_previous()
+        assert [(r["prompt_id"], r["chain"]) for r in taken] == [("p", 0), ("p", 1)]
+        assert writer.take_previous() == [] and writer.previous == []
+        assert writer.finished() == {("p", 0), ("p", 1)}  # not emptied with the records
+        writer.append_chain({"prompt_id": "q", "chain": 0})
+        assert writer.finished() == {("p", 0), ("p", 1), ("q", 0)}
+        writer.rewrite_chains(taken[:1])
+        assert writer.finished() == {("p", 0)}  # what chains.jsonl now holds
+    finally:
+        writer.close()
+
+
 def test_the_wandb_logger_counts_logged_rounds_without_reading_trees_jsonl_whole(tmp_path):
     pytest.importorskip("wandb")
     from presto.eval.wandb_logger import WandbLogger

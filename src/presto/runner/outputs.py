@@ -144,7 +144,9 @@ class RunWriter:
         self.check(run_dir, resume)
         run_dir.mkdir(parents=True, exist_ok=True)
         self._lock = _exclusive_lock(run_dir)
-        self.previous = read_jsonl(self.chains_path) if resume else []
+        # The chains an earlier session finished: kept until the run takes them (take_previous).
+        self.previous: list[dict[str, Any]] = read_jsonl(self.chains_path) if resume else []
+        self._finished = {_chain_key(r) for r in self.previous}
         if resume:
             # Drop a torn last line so appends start on a clean line, and the rounds of chains
             # that did not finish: they run again from their start and log those rounds anew.
@@ -157,18 +159,30 @@ class RunWriter:
         self._trees: TextIO = self.trees_path.open("a" if resume else "w")
 
     def finished(self) -> set[tuple[str, int]]:
-        return {_chain_key(r) for r in self.previous}
+        """The (prompt_id, chain) of every chain in chains.jsonl, this session's appended ones too."""
+        return set(self._finished)
+
+    def take_previous(self) -> list[dict[str, Any]]:
+        """Hand over the earlier session's chain records and forget them here.
+
+        The run keeps only each chain's summary figures; a full record (tokens, text, per-transition
+        lists) is tens of KB at paper scale, so the writer must not hold them for the whole run.
+        """
+        records, self.previous = self.previous, []
+        return records
 
     def rewrite_chains(self, records: list[dict[str, Any]]) -> None:
         """Replace chains.jsonl by ``records`` (atomically), and append to the new file from now on."""
         self._chains.close()  # its handle points at the file the rename replaces
         write_text_atomic(self.chains_path, "".join(dumps(r) + "\n" for r in records))
         self._chains = self.chains_path.open("a")
+        self._finished = {_chain_key(r) for r in records}
 
     def append_chain(self, record: dict[str, Any]) -> None:
         self._chains.write(dumps(record) + "\n")
         self._chains.flush()
         os.fsync(self._chains.fileno())
+        self._finished.add(_chain_key(record))
 
     def append_tree(self, record: dict[str, Any]) -> None:
         self._trees.write(dumps(record) + "\n")

@@ -497,8 +497,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     if settings.resume and regrade_failed(writer.previous, task, problems):
         writer.rewrite_chains(writer.previous)  # the chains whose grader failed, graded again
     # From here on the run needs only the summary's figures of each chain (see summary_fields).
-    records = [summary_fields(r) for r in writer.previous]
-    writer.previous = []
+    records = [summary_fields(r) for r in writer.take_previous()]
     failed_grades = sum(1 for r in records if r.get("grade_error"))
     calls = sum(r["model_calls"] for r in records)
     transitions = sum(r["transitions"] for r in records)
