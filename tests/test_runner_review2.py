@@ -25,6 +25,8 @@ def error_lines(stderr: str) -> list[str]:
         (("engine.threads=0",), "engine.threads must be an integer >= 1 or null, got 0"),
         (("engine.threads=-1",), "engine.threads must be an integer >= 1 or null"),
         (("engine.threads=abc",), "engine.threads must be an integer >= 1 or null, got 'abc'"),
+        (("engine.threads=true",), "engine.threads must be an integer >= 1 or null, got True"),
+        (("engine=vllm", "engine.threads=0"), "engine.threads must be an integer >= 1 or null, got 0"),
         (("engine=vllm", "engine.gpu_memory_utilization=abc"), "engine.gpu_memory_utilization must be a number"),
         (("engine=vllm", "engine.enforce_eager=maybe"), "engine.enforce_eager must be true or false"),
         (("engine=vllm", "engine.enable_prefix_caching=no"), "engine.enable_prefix_caching must be true or false"),
@@ -41,6 +43,18 @@ def test_engine_keys_are_validated_with_the_config(overrides, needle):
     with pytest.raises(ConfigError) as err:
         validate(cfg)
     assert needle in str(err.value) and "\n" not in str(err.value)
+
+
+@pytest.mark.parametrize("threads", [0, -1, True, 1.5, "2"])
+def test_the_hf_engine_built_without_the_config_checks_its_thread_count(tmp_path, threads):
+    """The engines check engine.threads themselves (a script builds them without presto.config),
+    before any model file is read: ``tmp_path / "missing"`` does not exist."""
+    from presto.config import ConfigError
+    from presto.engines.hf import HFEngine
+
+    with pytest.raises(ConfigError, match="engine.threads must be an integer >= 1 or null"):
+        HFEngine(tmp_path / "missing", threads=threads)
+
 
 
 def test_the_shipped_engine_configs_validate():

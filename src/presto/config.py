@@ -222,20 +222,15 @@ def validate_engine(cfg: DictConfig, engine: Any) -> None:
         from presto.engines.hf import check_dtype
 
         check_dtype(OmegaConf.select(cfg, "engine.dtype", default="float32"))  # build_engine's default
-        # 0 would silently mean torch's default (the engine tests `if threads`), -1 fails inside torch.
-        _optional(cfg, "engine.threads", _threads)
+        from presto.engines.base import check_threads
+
+        check_threads(OmegaConf.select(cfg, "engine.threads", default=None))
     elif engine == "vllm":
         from presto.engines.vllm import _DEFAULTS, VLLMEngine
 
         options = OmegaConf.to_container(cfg.engine, resolve=True)
         check_keys(options, "engine", "engine=vllm", ("name", *_DEFAULTS))
         VLLMEngine._check_options({**_DEFAULTS, **{k: v for k, v in options.items() if k != "name"}})
-
-
-def _threads(cfg: DictConfig, key: str) -> None:
-    value = OmegaConf.select(cfg, key)
-    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-        raise ConfigError(f"{key} must be an integer >= 1 or null, got {value!r}")
 
 
 def validate_dataset(cfg: DictConfig) -> None:

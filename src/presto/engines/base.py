@@ -39,6 +39,17 @@ import numpy as np
 from presto.config import ConfigError
 
 
+def check_threads(threads: object) -> None:
+    """``engine.threads`` of the hf and vLLM engines: an integer >= 1, or null (the engine's default).
+
+    0 would silently mean torch's default (the engines test ``if threads``), -1 fails inside torch,
+    and ``true`` is an int to Python. Checked by the engines and, before anything loads, by
+    :func:`presto.config.validate_engine`.
+    """
+    if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
+        raise ConfigError(f"engine.threads must be an integer >= 1 or null, got {threads!r}")
+
+
 @dataclass(frozen=True)
 class SuffixRequest:
     """Generate ``num_new_tokens`` tokens after ``prefix`` at ``temperature`` with ``seed``.

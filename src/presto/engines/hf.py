@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from presto.engines.base import Engine, SuffixRequest, SuffixResult
+from presto.engines.base import Engine, SuffixRequest, SuffixResult, check_threads
 from presto.engines.chat_text import ChatText, eos_ids
 from presto.engines.token_sampling import request_generator
 
@@ -126,6 +126,7 @@ class HFEngine(ChatText, Engine):
     ) -> None:
         super().__init__()
         check_dtype(dtype)
+        check_threads(threads)
         import torch
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging

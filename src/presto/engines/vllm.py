@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from presto.engines.base import Engine, SuffixRequest, SuffixResult
+from presto.engines.base import Engine, SuffixRequest, SuffixResult, check_threads
 from presto.engines.chat_text import ChatText, eos_ids, generation_eos
 from presto.engines.errors import EngineUnavailableError
 
@@ -342,9 +342,7 @@ class VLLMEngine(ChatText, Engine):
                 f"engine.max_num_batched_tokens={batched} must be >= engine.max_model_len={cfg['max_model_len']} "
                 "(no chunked prefill: every prefill fits in one step)"
             )
-        threads = cfg["threads"]
-        if threads is not None and (isinstance(threads, bool) or not isinstance(threads, int) or threads < 1):
-            raise _config_error(f"engine.threads must be an integer >= 1 or null, got {threads!r}")
+        check_threads(cfg["threads"])
         if cfg["batch_invariant"] not in (True, False, "auto"):
             raise _config_error(f"engine.batch_invariant must be true, false or auto, got {cfg['batch_invariant']!r}")
 
