@@ -52,9 +52,8 @@ def test_the_hf_engine_built_without_the_config_checks_its_thread_count(tmp_path
     from presto.config import ConfigError
     from presto.engines.hf import HFEngine
 
-    with pytest.raises(ConfigError, match="engine.threads must be an integer >= 1 or null"):
+    with pytest.raises(ConfigError, match=r"engine\.threads must be an integer >= 1 or null"):
         HFEngine(tmp_path / "missing", threads=threads)
-
 
 
 def test_the_shipped_engine_configs_validate():
