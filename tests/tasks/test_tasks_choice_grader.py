@@ -118,3 +118,18 @@ def test_choice_prompt_lists_letters_and_asks_for_the_format() -> None:
     assert "(A) x\n(B) y\n(C) z\n(D) w" in content
     assert '"Answer: X"' in content and "A, B, C or D" in content
     assert raw.endswith("Solution:")
+
+
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [
+        ("Answer: Ｂ", "B"),  # full-width letter
+        ("Answer：B", "B"),  # full-width colon
+        ("The answer is （C）.", "C"),  # full-width brackets
+        ("**Answer:** \\boxed{Ｄ}", "D"),
+        ("Answer: Ｂ or Ｃ", None),  # still a hedge
+        ("Ａ ｇｏｏｄ ｓｔａｒｔ", None),  # still a word, not a choice
+    ],
+)
+def test_full_width_forms_are_read_as_their_ascii_letters(text, expected):
+    assert extract_choice(text) == expected

@@ -271,3 +271,22 @@ def test_grade_integer_accepts_how_models_write_33(completion: str) -> None:
 )
 def test_grade_integer_never_guesses(completion: str, reference: int) -> None:
     assert grade_integer(completion, reference).correct is False
+
+
+@pytest.mark.parametrize(
+    ("text", "reference", "correct"),
+    [
+        ("The answer is $５$.", "5", True),  # full-width digit
+        ("The answer is ５.", "5", True),
+        ("\\boxed{１２}", "12", True),
+        ("Answer：12", "12", True),  # full-width colon
+        ("The answer is $\\frac{１}{２}$.", "\\frac{1}{2}", True),
+        ("The answer is $x²$.", "x2", False),  # a superscript is not a full-width form: x² is not x2
+    ],
+)
+def test_full_width_forms_are_read_as_ascii(text, reference, correct):
+    assert grade_math(text, reference).correct is correct
+
+
+def test_a_full_width_integer_answer_is_graded_as_its_digits():
+    assert grade_integer("Answer：０３３", 33).correct is True

@@ -96,6 +96,19 @@ def cut_at_stop(text: str, stop_strings: tuple[str, ...] | list[str] = DEFAULT_S
     return text[:cut]
 
 
+# Full-width forms U+FF01..U+FF5E are ASCII 0x21..0x7E shifted; U+3000 is the ideographic space.
+_HALF_WIDTH = {code: code - 0xFEE0 for code in range(0xFF01, 0xFF5F)} | {0x3000: 0x20}
+
+
+def half_width(text: str) -> str:
+    """``text`` with full-width letters, digits and punctuation as ASCII ("Answer：Ｂ" -> "Answer:B").
+
+    Models write these after CJK text. Only this block is mapped: a wider normalization (NFKC)
+    would also turn "x²" into "x2" and change what a math answer says.
+    """
+    return text.translate(_HALF_WIDTH)
+
+
 def chat_template_kwargs_from(cfg: Mapping[str, Any]) -> dict[str, Any]:
     """Extra ``apply_chat_template`` arguments: the thinking switch of Qwen3-style templates.
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from presto.tasks.base import Grade
+from presto.tasks.base import Grade, half_width
 
 # statements after which the letter comes: "Answer:", "the answer is", "answer should be",
 # "the correct option is", markdown bold allowed around the colon
@@ -96,7 +96,11 @@ def _letter_after(text: str, pos: int, letter: re.Pattern[str]) -> re.Match[str]
 
 
 def extract_choice(text: str, letters: str = "ABCD") -> str | None:
-    """The chosen letter: that of the last explicit statement in the text, or None."""
+    """The chosen letter: that of the last explicit statement in the text, or None.
+
+    Full-width forms ("Answer：Ｂ", "（C）") are read as their ASCII letters and punctuation.
+    """
+    text = half_width(text)
     letter, alone, statements, hedge, listed = _patterns(letters)
     matches = [m for lead in _LEADS.finditer(text) if (m := _letter_after(text, lead.end(), letter))]
     matches += [m for pattern in statements for m in pattern.finditer(text)]

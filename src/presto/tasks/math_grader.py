@@ -12,7 +12,7 @@ import logging
 import re
 import threading
 
-from presto.tasks.base import Grade
+from presto.tasks.base import Grade, half_width
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 # "answer" as the noun that introduces the answer, markdown bold allowed around the colon:
@@ -169,7 +169,10 @@ def extract_math_answer(text: str) -> str | None:
     not state is not graded correct, and such a fallback would credit truncated chains with
     whatever number they reached last, which biases accuracy between samplers that
     truncate at different rates.
+
+    Full-width forms ("Answer：１２", "\\boxed{５}") are read as ASCII first.
     """
+    text = half_width(text)
     boxed = extract_boxed(text)
     if boxed is not None:
         return boxed
