@@ -17,6 +17,8 @@
   the share of certain rejects, uncertain decisions and certain accepts (Figures 15-16).
 
 Every function takes plain records (as read from the run directory) and writes one file.
+A run's trees.jsonl (GBs for a long run) is read a record at a time, once, into what the
+figures need (``RunData.tree_digest``): it is never held whole.
 Figures are bare matplotlib Figures rendered with Agg: plotting never switches the
 caller's pyplot backend and leaves no open pyplot figure. ``make_plots`` keeps an output
 directory to the figures of its latest call (a manifest lists what it wrote).
@@ -34,8 +36,14 @@ from typing import Any
 import numpy as np
 
 from presto.config import differing_keys
-from presto.eval.runs import RunData, chain_progress, compare, nearest_sequential, sequential_baseline
-from presto.predictor.features import logged_acceptance
+from presto.eval.runs import (
+    RunData,
+    chain_progress,
+    compare,
+    nearest_sequential,
+    node_acceptance,
+    sequential_baseline,
+)
 
 EPSILON = 0.01
 SAMPLED = "#1f77b4"  # blue: the sampled path
@@ -76,14 +84,6 @@ def _children(nodes: Sequence[Mapping[str, Any]]) -> dict[int, dict[str, int]]:
         if node.get("parent") is not None:
             children.setdefault(node["parent"], {})[node["branch"]] = node["id"]
     return children
-
-
-def node_acceptance(node: Mapping[str, Any]) -> float | None:
-    """A of a scored (feasible) node (:func:`~presto.predictor.features.logged_acceptance`, so
-    a null log A there is A = 0, a certain reject), None for a node without a decision."""
-    if node.get("log_accept") is None and not node.get("feasible"):
-        return None
-    return logged_acceptance(node.get("log_accept"))
 
 
 def epsilon_rounded(nodes: Sequence[Mapping[str, Any]], epsilon: float = EPSILON) -> set[int]:
@@ -230,17 +230,27 @@ def plot_subtrees(
     max_panels: int = 20,
     title: str = "",
     blocks: int | None = None,
+    total: int | None = None,
+    later_blocks: bool | None = None,
 ) -> Path:
     """The prefetched subtrees of one chain in sampling order (Figure 21).
 
     ``blocks``: the run's number of blocks (n / B); with more than one, every panel's title
     names its block. Without it, a chain with a round outside block 0 counts as multi-block.
     When only the first ``max_panels`` rounds fit, the title says so.
+
+    ``trees`` may hold only the chain's first rounds (a long run's chain is not read whole):
+    ``total`` then counts all of its rounds, and ``later_blocks`` says whether any lies
+    outside block 0 (both default to what ``trees`` shows).
     """
     trees = list(trees)
-    multi_block = blocks > 1 if blocks is not None else any(t.get("stage") for t in trees)
-    if len(trees) > max_panels:
-        shown = f"first {max_panels} of {len(trees)} rounds"
+    total = len(trees) if total is None else total
+    if blocks is not None:
+        multi_block = blocks > 1
+    else:
+        multi_block = later_blocks if later_blocks is not None else any(t.get("stage") for t in trees)
+    if total > max_panels:
+        shown = f"first {max_panels} of {total} rounds"
         title = f"{title} ({shown})" if title else shown
     trees = trees[:max_panels]
     cols = min(5, max(1, len(trees)))
@@ -451,7 +461,8 @@ def plot_epsilon_histogram(
     """Histogram of acceptance probabilities and the epsilon-class shares per run (``labels`` as in the traces)."""
 
     def probabilities(run: RunData) -> np.ndarray | None:
-        accept = acceptance_probabilities([t for r in run.trees_by_chain.values() for t in r])
+        # The digest's A values (trees.jsonl read a record at a time), not the parsed records.
+        accept = run.tree_digest().acceptance
         return accept if accept.size else None
 
     data = [(label, accept) for _, label, accept in _drawn(runs, labels, probabilities)]
@@ -573,16 +584,24 @@ def make_plots(runs: Sequence[RunData], out_dir: Path, *, max_tree_panels: int =
     written: list[Path] = []
     finished = False
     try:
-        drawn = [run for run in runs if run.trees_by_chain]
+        # One streaming pass per run (RunData.tree_digest) serves every figure: it keeps whole
+        # only the rounds the subtree figure draws, so a long run's trees.jsonl is never held.
+        drawn = [run for run in runs if run.tree_digest(max_tree_panels).rounds]
         with_trees = list(zip(drawn, run_labels(drawn), strict=True))
         for i, (run, label) in enumerate(with_trees):  # numbered among the runs that have trees
-            by_chain = run.trees_by_chain
-            first = sorted(by_chain)[0]
+            digest = run.tree_digest(max_tree_panels)
+            first = digest.first_chain
             name = f"subtrees_{i:02d}_{slug(run.label)}.png"
             title = f"{label}: prefetched subtrees of {first[0]} chain {first[1]}"
             written.append(
                 plot_subtrees(
-                    by_chain[first], out_dir / name, max_panels=max_tree_panels, title=title, blocks=run.blocks
+                    digest.first_rounds(max_tree_panels),
+                    out_dir / name,
+                    max_panels=max_tree_panels,
+                    title=title,
+                    blocks=run.blocks,
+                    total=digest.first_total,
+                    later_blocks=any(r.stage for r in digest.rounds[first]),
                 )
             )
         for maker, name in (

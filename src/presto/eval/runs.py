@@ -20,17 +20,19 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Sequence
+from array import array
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
 from presto.config import describe_differences, flatten
 from presto.eval.tost import DEFAULT_LEVEL, DEFAULT_MARGIN_SD, PooledResult, TostResult, paired_tost, pooled_tost
-from presto.runner.outputs import read_jsonl
+from presto.predictor.features import logged_acceptance
+from presto.runner.outputs import iter_jsonl, read_jsonl
 
 QUALITY_STATS = ("loglik", "confidence")
 # What defines a setting: two runs pair up when these agree. Every key of these config
@@ -52,27 +54,129 @@ TASK_SECTIONS = ("engine", "model", "dataset")
 TASK_FREE_KEYS = ("dataset.num_prompts",)
 
 
+def node_acceptance(node: Mapping[str, Any]) -> float | None:
+    """A of a scored (feasible) node (:func:`~presto.predictor.features.logged_acceptance`, so
+    a null log A there is A = 0, a certain reject), None for a node without a decision."""
+    if node.get("log_accept") is None and not node.get("feasible"):
+        return None
+    return logged_acceptance(node.get("log_accept"))
+
+
+class RoundDigest(NamedTuple):
+    """What the per-transition traces read of one prefetch round (:func:`chain_progress`)."""
+
+    stage: Any  # its block (``stage``; None when the record has none)
+    model_call: Any  # whether it made a model call of its own (``model_call``, True when absent)
+    realized: Any  # the MH transitions it realized (``realized``)
+
+
+@dataclass(frozen=True)
+class TreeDigest:
+    """What the evaluation reads of a run's trees.jsonl, gathered by one streaming pass (:func:`digest_trees`).
+
+    A long run's trees.jsonl is GBs (a line of tens of KB per round) and several times that
+    once parsed, so no figure holds it: per round this keeps three numbers, per scored
+    decision one float, and the first chain's first ``keep`` rounds whole (the subtree figure
+    draws no more). A round logged twice (a run resumed by a version that kept an
+    interrupted chain's rounds) counts once, with its later record, as in ``RunData.trees_by_chain``.
+    """
+
+    rounds: dict[tuple[str, int], list[RoundDigest]]
+    """Each (prompt_id, chain)'s rounds in round order; chains in order of first appearance."""
+    acceptance: np.ndarray
+    """A of every scored decision (:func:`node_acceptance`): chains and rounds in the order of
+    ``rounds``, each round's nodes as logged (what ``acceptance_probabilities`` gives of all rounds)."""
+    first_chain: tuple[str, int] | None
+    """The smallest (prompt_id, chain), the chain the subtree figure draws; None without rounds."""
+    first_lines: tuple[str, ...]
+    """Its first ``keep`` rounds in round order, as JSON text (a fraction of their parsed size)."""
+    keep: int
+
+    def first_rounds(self, limit: int | None = None) -> list[dict[str, Any]]:
+        """The first chain's first ``limit`` rounds (at most ``keep``; default all kept), as records."""
+        return [json.loads(line) for line in self.first_lines[:limit]]
+
+    @property
+    def first_total(self) -> int:
+        """Rounds of the first chain (0 without rounds)."""
+        return len(self.rounds[self.first_chain]) if self.first_chain is not None else 0
+
+
+def digest_trees(path: Path, keep: int = 0) -> TreeDigest:
+    """:class:`TreeDigest` of a trees.jsonl, read one record at a time (``iter_jsonl``: a torn
+    last line is ignored, a damaged line elsewhere skipped with a warning, as ``read_jsonl`` does).
+
+    ``keep``: how many of the first chain's rounds to keep whole.
+    """
+    keep = max(keep, 0)
+    # Per chain, round -> (its digest, its slice of ``values``). A round's A values are appended
+    # to one flat buffer as read; a later record of the same round leaves the earlier slice
+    # unused (rare: only a resumed run holds one), so the order is settled once at the end.
+    chains: dict[tuple[str, int], dict[Any, tuple[RoundDigest, int, int]]] = {}
+    values = array("d")
+    first: tuple[str, int] | None = None
+    kept: dict[Any, dict[str, Any]] = {}  # round -> record: the first chain's smallest ``keep`` rounds so far
+    for tree in iter_jsonl(path):
+        key, number = (tree["prompt_id"], tree["chain"]), tree["round"]
+        start = len(values)
+        values.extend(a for a in map(node_acceptance, tree.get("nodes") or []) if a is not None)
+        digest = RoundDigest(tree.get("stage"), tree.get("model_call", True), tree.get("realized"))
+        chains.setdefault(key, {})[number] = (digest, start, len(values))
+        # The smallest key so far, as sorted() would order them: a chain that is the smallest
+        # overall becomes so at its first record, so every record of it is seen here.
+        if first is None or key < first:
+            first, kept = key, {}
+        if key == first and keep:
+            if number in kept or len(kept) < keep:
+                kept[number] = tree
+            elif number < (largest := max(kept)):  # an earlier round: the latest kept one is no longer among the first
+                del kept[largest]
+                kept[number] = tree
+    flat = np.frombuffer(values, dtype=float) if values else np.empty(0)
+    rounds: dict[tuple[str, int], list[RoundDigest]] = {}
+    slices = []
+    for key, by_round in chains.items():
+        ordered = [by_round[number] for number in sorted(by_round)]
+        rounds[key] = [digest for digest, _, _ in ordered]
+        slices += [flat[start:stop] for _, start, stop in ordered]
+    acceptance = np.concatenate(slices) if slices else np.empty(0)
+    lines = tuple(json.dumps(kept[number]) for number in sorted(kept))
+    return TreeDigest(rounds, acceptance, first, lines, keep)
+
+
 @dataclass
 class RunData:
-    """One run directory: summary, chain records, and (lazily) the prefetch trees."""
+    """One run directory: summary, chain records, and (lazily) what the figures read of the prefetch trees."""
 
     path: Path
     summary: dict[str, Any]
     chains: list[dict[str, Any]]
+    _tree_digest: TreeDigest | None = field(default=None, init=False, repr=False, compare=False)
+
+    def tree_digest(self, keep_rounds: int = 0) -> TreeDigest:
+        """:func:`digest_trees` of the run's trees.jsonl, read once and kept (again only when
+        ``keep_rounds`` asks for more of the first chain's rounds than the kept digest holds)."""
+        digest = self._tree_digest
+        if digest is None or (keep_rounds > digest.keep and digest.first_total > digest.keep):
+            digest = self._tree_digest = digest_trees(self.path / "trees.jsonl", keep_rounds)
+        return digest
 
     @cached_property
     def trees(self) -> list[dict[str, Any]]:
+        """Every record of trees.jsonl, parsed and kept: for small runs and tests (a long run's
+        would not fit in memory). The figures and reports read ``tree_digest`` instead."""
         return read_jsonl(self.path / "trees.jsonl")
 
     @cached_property
     def trees_by_chain(self) -> dict[tuple[str, int], list[dict[str, Any]]]:
-        """Prefetch rounds of each (prompt_id, chain), in round order.
+        """Prefetch rounds of each (prompt_id, chain), in round order; every record, so for small
+        runs and tests, like ``trees`` (the figures and reports read ``tree_digest``).
 
         A round logged twice (a run resumed by a version that kept an interrupted chain's
         rounds) counts once: the later record, from the attempt that finished the chain.
         """
         latest: dict[tuple[str, int], dict[int, dict[str, Any]]] = {}
-        for tree in self.trees:
+        for tree in iter_jsonl(self.path / "trees.jsonl"):  # not through ``trees``: one copy, not two
             latest.setdefault((tree["prompt_id"], tree["chain"]), {})[tree["round"]] = tree
         return {chain: [rounds[r] for r in sorted(rounds)] for chain, rounds in latest.items()}
 
@@ -650,17 +754,17 @@ def chain_progress(run: RunData, record: dict[str, Any]) -> tuple[np.ndarray, np
     if run.is_sequential:
         advance = ([0] + [1] * steps) * stages
     else:
-        rounds = run.trees_by_chain.get((record["prompt_id"], record["chain"]), [])
+        rounds = run.tree_digest().rounds.get((record["prompt_id"], record["chain"]), [])
         advance = []
         for stage in range(stages):
             advance.append(0)
             for t in rounds:
-                if t.get("stage") != stage:
+                if t.stage != stage:
                     continue
-                if t.get("model_call", True):
-                    advance.append(int(t["realized"]))
+                if t.model_call:
+                    advance.append(int(t.realized))
                 else:  # a round served entirely by reused proposals: no call of its own
-                    advance[-1] += int(t["realized"])
+                    advance[-1] += int(t.realized)
     if len(advance) != len(times):
         return None
     return np.cumsum(advance), np.cumsum(np.asarray(times, dtype=float))
