@@ -1,11 +1,22 @@
 """Side-by-side benchmark: sequential samplers vs PreSTO on the same prompts, seeds and engine.
 
     python scripts/benchmark.py                          # embedded default, BFS at N_pf 5, 10, 20
-    python scripts/benchmark.py --n-pf 20 engine=vllm    # any Hydra override of conf/ applies
+    python scripts/benchmark.py --n-pf 20 engine=vllm    # Hydra overrides of conf/, as below
+    python scripts/benchmark.py --samplers powermh entropycut --traversals bfs predictive sampler.beta=2
+                                                         # sampler.beta is EntropyCut's: it goes to EntropyCut
+
+``budget.n_pf=8,12``, ``traversal=bfs,predictive`` and ``sampler=entropycut`` stand for
+``--n-pf 8 12``, ``--traversals bfs predictive`` and ``--samplers entropycut`` (give the
+override or the option, not both), and ``sampler.KEY=V`` / ``traversal.KEY=V`` go to each
+benchmarked sampler / rule whose config has KEY (one that none has is an error). Overrides a
+run reads and a benchmark has no use for (hydra.*, logger, launcher, run.resume, run.rescore,
+run.max_logged_nodes) are refused rather than ignored; run.progress=false hides the replay's bar.
 
 One process loads the engine once and, prompt by prompt, runs the sequential chain and then
 every PreSTO setting, so machine noise hits all settings alike; the engine's prefix cache
-(vLLM) is emptied before each, so no setting is served what the one before it computed.
+(vLLM) is emptied before each, so no setting is served what the one before it computed, and
+one untimed warm-up call precedes the first chain, so the engine's one-time setup is not
+charged to the sequential chain that always runs first.
 It prints, per setting, the speedup in summed model-call time over the sequential chain,
 its decomposition into totals (ratio of all calls, ratio of all call time over all calls:
 the speedup is exactly the first divided by the second; scripts/report.py decomposes by
@@ -14,7 +25,10 @@ transitions per call, the fraction of chains identical to the sequential ones (s
 tokens and accept flags; 1.0 on a deterministic engine) and the fraction that also took the
 same path (the same log A at every transition, to 1e-9: 1.0 on a batch-invariant engine,
 below it where batching moves log-probabilities in their last digits, as the transformers
-engine in float32 or bfloat16 does). Figures go to a JSON file too.
+engine in float32 or bfloat16 does). Figures go to a JSON file too (--out), rewritten as each
+chain finishes in every setting: ``rows`` holds the samplers that finished, ``partial_rows``
+the one under way over its finished chains (without the oracle columns), ``complete`` is false
+until the end. Ctrl-C or SIGTERM stops the benchmark with exit status 130, keeping that file.
 
 A second table puts each PreSTO setting's walk beside the oracle: the transitions one
 prefetch round realized on average, and the expected transitions per round of the
@@ -32,6 +46,7 @@ that chooses how many depths to request can save on this machine and engine.
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 from pathlib import Path
@@ -60,28 +75,137 @@ def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--n-pf", type=int, nargs="+", default=[5, 10, 20], help="PreSTO budgets to compare")
+    parser.add_argument(
+        "--n-pf", type=int, nargs="+", default=None, help="PreSTO budgets to compare (default: 5 10 20)"
+    )
     parser.add_argument(
         "--traversals",
         nargs="+",
-        default=["bfs"],
-        help=f"PreSTO traversal rules to compare; {CLAIRVOYANT} is the walk-length oracle (see above)",
+        default=None,
+        help=f"PreSTO traversal rules to compare (default: bfs); {CLAIRVOYANT} is the walk-length oracle (see above)",
     )
     parser.add_argument("--samplers", nargs="+", default=None, help="samplers (default: the config's)")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
     own, overrides = split_overrides(argv)
     args = parser.parse_args(own)
-    if min(args.n_pf) < 1:
+    if args.n_pf is not None and min(args.n_pf) < 1:
         parser.error(f"--n-pf values must be >= 1, got {min(args.n_pf)}")
-    if "sequential" in args.traversals:
+    if args.traversals is not None and "sequential" in args.traversals:
         parser.error(
             f"--traversals lists PreSTO traversals (bfs, predictive, {CLAIRVOYANT}); the sequential chain always runs"
         )
+    return args, overrides
+
+
+DEFAULT_BUDGETS = [5, 10, 20]
+DEFAULT_TRAVERSALS = ["bfs"]
+# Overrides that choose what the benchmark's own options choose: ``budget.n_pf=8,12`` is
+# ``--n-pf 8 12``, ``traversal=bfs,predictive`` is ``--traversals bfs predictive`` and
+# ``sampler=entropycut`` is ``--samplers entropycut`` (the sweep syntax of src/main.py -m).
+SETTING_OVERRIDES = {"budget.n_pf": "n_pf", "traversal": "traversals", "sampler": "samplers"}
+UNUSED_OVERRIDES = {
+    "hydra": "the benchmark writes no run directory, only its --out file",
+    "launcher": "the benchmark runs every setting in this one process",
+    "logger": "the benchmark logs to no tracker; its figures go to --out",
+    "run.resume": "a benchmark does not resume (each chain runs in every setting side by side)",
+    "run.rescore": "the benchmark reports no rescored statistics",
+    "run.max_logged_nodes": f"the benchmark writes no trees; its replay keeps {REPLAY_LOGGED_NODES} nodes a round",
+}
+"""Overrides a run reads and the benchmark does not: refused, since they would silently do nothing."""
+OPTION_GROUPS = ("sampler", "traversal")
+"""Config groups the benchmark runs several options of: ``GROUP.KEY=VALUE`` goes to those that have KEY."""
+
+
+def choose_settings(args: argparse.Namespace, overrides: list[str]) -> list[str]:
+    """Fill in args.n_pf, args.traversals and args.samplers; return the overrides left for Hydra.
+
+    Each setting comes from its option or from its override (one, not both: the other would
+    silently do nothing), else from its default. An override the benchmark has no use for
+    (UNUSED_OVERRIDES) is a ConfigError. run.progress=false turns the oracle replay's bar off.
+    """
+    from presto.config import ConfigError
+
+    rest = []
+    for override in overrides:
+        key, _, value = override.partition("=")
+        name = key.lstrip("+~")
+        unused = UNUSED_OVERRIDES.get(name.split("/")[0].split(".")[0]) or UNUSED_OVERRIDES.get(name)
+        if unused is not None:
+            raise ConfigError(f"{override}: {unused}")
+        dest = SETTING_OVERRIDES.get(key)
+        if dest is None:
+            rest.append(override)
+            continue
+        option = "--" + dest.replace("_", "-")
+        if getattr(args, dest) is not None:
+            raise ConfigError(f"{override} and {option} both choose the benchmark's {dest}; give one of them")
+        values = [v.strip() for v in value.split(",")]
+        if dest == "n_pf":
+            try:
+                values = [int(v) for v in values]
+            except ValueError:
+                raise ConfigError(f"{override}: budgets are integers >= 1 ({option} N [N ...])") from None
+            if min(values) < 1:
+                raise ConfigError(f"{override}: budgets must be >= 1")
+        if dest == "traversals" and "sequential" in values:
+            raise ConfigError(f"{override}: the sequential chain always runs; choose PreSTO traversals")
+        setattr(args, dest, values)
+    args.n_pf = args.n_pf or DEFAULT_BUDGETS
+    args.traversals = args.traversals or DEFAULT_TRAVERSALS
     # A setting given twice would run twice and pair its chains with the wrong baseline.
     args.n_pf = list(dict.fromkeys(args.n_pf))
     args.traversals = list(dict.fromkeys(args.traversals))
     args.samplers = None if args.samplers is None else list(dict.fromkeys(args.samplers))
-    return args, overrides
+    return rest
+
+
+def option_override(override: str) -> tuple[str, str] | None:
+    """(group, key) of an override of one group option's key (``sampler.beta=2``), else None."""
+    name = override.lstrip("+~").split("=", 1)[0]
+    group, _, key = name.partition(".")
+    return (group, key.split(".")[0]) if group in OPTION_GROUPS and key else None
+
+
+class SettingConfigs:
+    """The config of each benchmarked (sampler, traversal), composed from the command line's overrides.
+
+    One Hydra config holds one sampler and one traversal, so ``sampler.beta=2`` (EntropyCut's)
+    cannot compose with ``sampler=powermh``: each option's config gets the ``GROUP.KEY`` overrides
+    whose KEY it has (``+GROUP.KEY`` ones, which add a key, go to every option).
+    """
+
+    def __init__(self, overrides: list[str], samplers: list[str], traversals: list[str]) -> None:
+        from presto.config import ConfigError
+
+        self.base = [o for o in overrides if option_override(o) is None]
+        self.scoped = [o for o in overrides if option_override(o) is not None]
+        self._keys: dict[tuple[str, str], set[str]] = {}
+        chosen = {"sampler": samplers, "traversal": traversals}
+        for override in self.scoped:
+            group, key = option_override(override)
+            if not any(self._applies(override, group, name) for name in chosen[group]):
+                names = ", ".join(chosen[group]) or "none"
+                raise ConfigError(f"{override}: no {group} benchmarked here has {group}.{key} (the {group}s: {names})")
+
+    def _applies(self, override: str, group: str, name: str) -> bool:
+        if override.startswith("+"):
+            return True
+        if (group, name) not in self._keys:
+            self._keys[(group, name)] = set(compose([*self.base, f"{group}={name}"])[group].keys())
+        return option_override(override)[1] in self._keys[(group, name)]
+
+    def overrides(self, sampler: str | None = None, traversal: str | None = None) -> list[str]:
+        """The overrides of one sampler and/or traversal (a group not named keeps the config's default)."""
+        chosen = {"sampler": sampler, "traversal": traversal}
+        picked = [*self.base, *(f"{group}={name}" for group, name in chosen.items() if name is not None)]
+        for override in self.scoped:
+            group = option_override(override)[0]
+            if chosen[group] is not None and self._applies(override, group, chosen[group]):
+                picked.append(override)
+        return picked
+
+    def compose(self, sampler: str | None = None, traversal: str | None = None):
+        return compose(self.overrides(sampler, traversal))
 
 
 def compose(overrides: list[str]):
@@ -127,31 +251,74 @@ def main(argv: list[str]) -> int:
             return fail(str(err))
     args.out = args.out or PROJECT_ROOT / "outputs" / "benchmarks" / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
     args.finished_samplers = []  # saved to args.out as each one finishes
+    args.under_way = None  # (sampler, chains it finished in every setting), saved as partial_rows
+    previous = terminate_like_interrupt()
     try:
         return benchmark(args, overrides)
     except user_errors() as err:
         return fail(str(err) or type(err).__name__)
     except KeyboardInterrupt:
-        done = args.finished_samplers
-        kept = f"the figures of {', '.join(done)} are in {args.out}" if done else "no figures written"
-        print(f"\ninterrupted: {kept} (the lines above are the chains that finished)", file=sys.stderr)
+        print(f"\ninterrupted: {kept_figures(args)} (the lines above are the chains that finished)", file=sys.stderr)
         return 130
+    finally:
+        for signum, handler in (previous or {}).items():
+            signal.signal(signum, handler)
+
+
+def terminate_like_interrupt() -> dict | None:
+    """Treat SIGTERM (Slurm's time limit, ``kill``, ``timeout``) as Ctrl-C: the figures so far are
+    kept and said where, and the engine is closed, rather than the process ending on the spot.
+
+    SIGINT gets Python's own handler back too: a job a shell script starts in the background
+    inherits SIGINT ignored, and ``timeout -s INT`` (scripts/device/check.sh) would then do
+    nothing until its SIGKILL. Returns the handlers it replaced (None where none can be set:
+    not the main thread).
+    """
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        return None
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt("SIGTERM")
+
+    return {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt),
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+    }
+
+
+def kept_figures(args: argparse.Namespace) -> str:
+    """What an interrupted benchmark left in args.out."""
+    done, under_way = args.finished_samplers, args.under_way
+    kept = [f"the figures of {', '.join(done)} are in {args.out}"] if done else []
+    if under_way:
+        sampler, chains = under_way
+        what = f"{chains} chain{'s' if chains != 1 else ''} of {sampler} that finished in every setting"
+        kept.append(
+            f"those of the {what} under partial_rows"
+            if done
+            else f"the figures of the {what} are under partial_rows in {args.out}"
+        )
+    return ", and ".join(kept) if kept else "no figures written"
 
 
 def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     from omegaconf import OmegaConf
 
     from presto.baselines import BASELINES
-    from presto.cli import check_group_choices
+    from presto.cli import check_group_choices, with_default_engine
     from presto.config import ConfigError, validate, validate_sampler
     from presto.prefetch.clairvoyant import ClairvoyantTraversal, TrajectoryRecorder
     from presto.prefetch.presto import PrefetchStepper
     from presto.prefetch.traversal import TRAVERSALS
-    from presto.runner.run import load_task_and_engine, sample_chain, warn_if_not_exact
+    from presto.runner.run import encode_prompt, load_task_and_engine, sample_chain, warn_if_not_exact
     from presto.samplers import build_kernel
     from presto.samplers.chain import BlockSchedule, SequentialStepper
 
-    overrides, cfg = load_config(overrides)
+    overrides = with_default_engine(overrides)
+    check_group_choices(PROJECT_ROOT / "conf", overrides)
+    hydra_overrides = choose_settings(args, overrides)
     if args.samplers:
         check_group_choices(PROJECT_ROOT / "conf", [f"sampler={name}" for name in args.samplers])
     rules = [name for name in args.traversals if name != CLAIRVOYANT]
@@ -159,111 +326,164 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     for name in rules:
         if name not in TRAVERSALS:
             raise ConfigError(f"--traversals {name}: not a PreSTO traversal; choose from {', '.join(known)}")
-    settings = validate(cfg)
-    samplers = args.samplers or [settings.sampler.name]
+    samplers = args.samplers or [compose([o for o in hydra_overrides if option_override(o) is None]).sampler.name]
     baselines = [name for name in samplers if name in BASELINES]
     if baselines:
         raise ConfigError(
             f"sampler={baselines[0]} is a test-time baseline, not an MH sampler; the benchmark compares "
             "MH samplers (powermh, entropycut, multitry) with their PreSTO walks"
         )
+    configs = SettingConfigs(hydra_overrides, samplers, rules)
+    cfg = configs.compose(sampler=samplers[0])
+    settings = validate(cfg)
     out = args.out
     try:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ConfigError(f"--out {out}: cannot create its folder ({err.strerror or err})") from None
-    task, problems, engine = load_task_and_engine(cfg, settings)
-    warn_if_not_exact(engine)  # the "identical" column then says how often it mattered
     traversal_options = {}
     for name in rules:
-        options = OmegaConf.to_container(compose([*overrides, f"traversal={name}"]).traversal, resolve=True)
+        options = OmegaConf.to_container(configs.compose(traversal=name).traversal, resolve=True)
         options.pop("name")
         TRAVERSALS[name].from_options(options)  # bad options stop the benchmark before any chain
         traversal_options[name] = options
-    rows = []
-    for sampler in samplers:
-        sampler_cfg = compose([*overrides, f"sampler={sampler}"]) if sampler != settings.sampler.name else cfg
-        sampler_settings = validate_sampler(sampler_cfg)
-        kernel = build_kernel(sampler_settings)
-        schedule = BlockSchedule(sampler_settings.max_new_tokens, sampler_settings.block_size, sampler_settings.steps)
-        setups = [("sequential", 1)] + [(t, n) for t in args.traversals for n in args.n_pf]
-        # One traversal per sampler and budget, as one run would have: what a rule learns
-        # online (call costs, reach calibration) must not carry over from another setting.
-        traversals = {
-            setup: TRAVERSALS[setup[0]].from_options(traversal_options[setup[0]])
-            for setup in setups
-            if setup[0] not in ("sequential", CLAIRVOYANT)
-        }
-        records: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
-        rounds: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
-        for problem in problems:
-            for chain in range(settings.chains_per_prompt):
-                recorder = TrajectoryRecorder()  # the sequential chain, whose future the clairvoyant reads
-                for traversal, n_pf in setups:
-                    if traversal == "sequential":
-                        stepper = recorder if CLAIRVOYANT in args.traversals else SequentialStepper()
-                    else:
-                        rule = (
-                            ClairvoyantTraversal(recorder.trajectory)
-                            if traversal == CLAIRVOYANT
-                            else traversals[(traversal, n_pf)]
+    sampler_cfgs = {sampler: configs.compose(sampler=sampler) for sampler in samplers}
+    sampler_settings = {sampler: validate_sampler(c) for sampler, c in sampler_cfgs.items()}  # before the engine
+    task, problems, engine = load_task_and_engine(cfg, settings)
+    try:
+        warn_if_not_exact(engine)  # the "identical" column then says how often it mattered
+        first = sampler_settings[samplers[0]]
+        warm = (encode_prompt(engine, task, problems[0]), first.block_size, first.tau)
+        rows = []
+        for sampler in samplers:
+            options = sampler_settings[sampler]
+            kernel = build_kernel(options)
+            schedule = BlockSchedule(options.max_new_tokens, options.block_size, options.steps)
+            setups = [("sequential", 1)] + [(t, n) for t in args.traversals for n in args.n_pf]
+            # One traversal per sampler and budget, as one run would have: what a rule learns
+            # online (call costs, reach calibration) must not carry over from another setting.
+            traversals = {
+                setup: TRAVERSALS[setup[0]].from_options(traversal_options[setup[0]])
+                for setup in setups
+                if setup[0] not in ("sequential", CLAIRVOYANT)
+            }
+            records: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
+            rounds: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
+            for problem in problems:
+                for chain in range(settings.chains_per_prompt):
+                    recorder = TrajectoryRecorder()  # the sequential chain, whose future the clairvoyant reads
+                    for traversal, n_pf in setups:
+                        if traversal == "sequential":
+                            stepper = recorder if CLAIRVOYANT in args.traversals else SequentialStepper()
+                        else:
+                            rule = (
+                                ClairvoyantTraversal(recorder.trajectory)
+                                if traversal == CLAIRVOYANT
+                                else traversals[(traversal, n_pf)]
+                            )
+                            on_round = rounds[(traversal, n_pf)].append
+                            stepper = PrefetchStepper(rule, n_pf, on_round, REPLAY_LOGGED_NODES)
+                        # Every setting starts cold: all share the chain's random inputs, so without
+                        # this the prompt and states one setting computed would be cached for the next.
+                        engine.reset_prefix_cache()
+                        if warm is not None:  # once, before the first chain's first call
+                            warm_up(engine, *warm)
+                            warm = None
+                        record = sample_chain(engine, kernel, stepper, task, problem, chain, settings.seed, schedule)
+                        records[(traversal, n_pf)].append(record)
+                        print(
+                            f"  {sampler} {traversal:>10} n_pf={n_pf:<3} {problem.problem_id} chain {chain}: "
+                            f"{record['transitions'] / record['model_calls']:.2f} transitions/call, "
+                            f"{record['call_time_s']:.2f} s in calls",
+                            flush=True,
                         )
-                        stepper = PrefetchStepper(rule, n_pf, rounds[(traversal, n_pf)].append, REPLAY_LOGGED_NODES)
-                    # Every setting starts cold: all share the chain's random inputs, so without
-                    # this the prompt and states one setting computed would be cached for the next.
-                    engine.reset_prefix_cache()
-                    record = sample_chain(engine, kernel, stepper, task, problem, chain, settings.seed, schedule)
-                    records[(traversal, n_pf)].append(record)
-                    print(
-                        f"  {sampler} {traversal:>10} n_pf={n_pf:<3} {problem.problem_id} chain {chain}: "
-                        f"{record['transitions'] / record['model_calls']:.2f} transitions/call, "
-                        f"{record['call_time_s']:.2f} s in calls",
-                        flush=True,
-                    )
-        baseline = records[("sequential", 1)]
-        base_calls = sum(r["model_calls"] for r in baseline)
-        base_time = sum(r["call_time_s"] for r in baseline)
-        expected = expected_per_round(rounds, args.n_pf)
-        for (traversal, n_pf), recs in records.items():
-            calls = sum(r["model_calls"] for r in recs)
-            call_time = sum(r["call_time_s"] for r in recs)
-            transitions = sum(r["transitions"] for r in recs)
-            identical = sum(same_outcome(r, b) for r, b in zip(recs, baseline, strict=True))
-            same_log_a = sum(same_path(r, b) for r, b in zip(recs, baseline, strict=True))
-            rows.append(
-                {
-                    "sampler": sampler,
-                    "traversal": traversal,
-                    "n_pf": n_pf,
-                    "chains": len(recs),
-                    "model_calls": calls,
-                    "call_time_s": call_time,
-                    "transitions_per_call": transitions / calls,
-                    "time_per_call_s": call_time / calls,
-                    "speedup": base_time / call_time,
-                    "call_reduction": base_calls / calls,
-                    "time_per_call_ratio": (call_time / calls) / (base_time / base_calls),
-                    "identical_chains": identical / len(recs),
-                    "same_path_chains": same_log_a / len(recs),
-                    "discarded_per_call": sum(r["discarded_requests"] for r in recs) / calls,
-                    "unique_requests_per_call": sum(r["unique_requests"] for r in recs) / calls,
-                    "loglik_mean": sum(r["loglik"] for r in recs) / len(recs),
-                    **walk_versus_oracle(rounds[(traversal, n_pf)], expected.get(n_pf)),
-                }
-            )
-        # Each finished sampler's rows are kept at once: an interrupted benchmark loses only the
-        # sampler under way ("complete": false until the last one is in).
-        save(out, {"overrides": overrides, "rows": rows, "engine_metrics": None, "complete": False})
-        args.finished_samplers.append(sampler)
-    metrics = engine.metrics()
-    engine.close()
+                    # The chain ran in every setting: its figures are kept at once, so an interrupted
+                    # benchmark loses at most one chain's settings (the oracle replay waits for the end).
+                    partial = sampler_rows(sampler, records, rounds, expected=None)
+                    save(out, figures(overrides, rows, partial, None, complete=False))
+                    args.under_way = (sampler, len(records[("sequential", 1)]))
+            expected = expected_per_round(rounds, args.n_pf, sampler, progress=settings.progress)
+            rows += sampler_rows(sampler, records, rounds, expected)
+            args.under_way = None
+            save(out, figures(overrides, rows, [], None, complete=False))
+            args.finished_samplers.append(sampler)
+        metrics = engine.metrics()
+    finally:
+        engine.close()
     print_table(rows, cfg, metrics)
     try:
-        save(out, {"overrides": overrides, "rows": rows, "engine_metrics": metrics, "complete": True})
+        save(out, figures(overrides, rows, [], metrics, complete=True))
     except OSError as err:
         return fail(f"--out {out}: cannot write it ({err.strerror or err}); the tables above are complete")
     print(f"figures written to {out}")
     return 0
+
+
+def warm_up(engine, prompt_ids: list[int], new_tokens: int, temperature: float) -> None:
+    """One untimed call shaped like a chain's first, before the first chain.
+
+    An engine's first call pays one-time setup (CUDA context and kernel selection, allocator
+    pools, oneDNN primitives): the chain that runs first is always the sequential one, so that
+    cost would raise its call time and every speedup. A chain's figures are differences of the
+    engine's counters, so this call is in none of them. It follows the first chain's cache reset
+    and decodes a prompt no chain shares (each token id one up), so nothing of it is cached for
+    the sequential chain that follows (vLLM's prefix cache).
+    """
+    from presto.engines.base import SuffixRequest
+
+    vocab = engine.vocab_size
+    prefix = tuple((t + 1) % vocab for t in prompt_ids) if vocab else tuple(prompt_ids)
+    engine.generate([SuffixRequest(prefix, new_tokens, temperature, 0)])
+
+
+def figures(overrides: list[str], rows: list[dict], partial: list[dict], metrics, *, complete: bool) -> dict:
+    """The JSON of --out: the finished samplers' rows, and the rows of the sampler under way over the
+    chains it finished in every setting (no oracle columns: the replay waits for all its chains)."""
+    return {
+        "overrides": overrides,
+        "rows": rows,
+        "partial_rows": partial,
+        "engine_metrics": metrics,
+        "complete": complete,
+    }
+
+
+def sampler_rows(sampler: str, records: dict, rounds: dict, expected: dict | None) -> list[dict]:
+    """One row per setting of ``sampler``: totals over its chains, each paired with the sequential chain
+    of the same prompt and index (they were appended in the same order). ``expected`` None leaves
+    out the walk-versus-oracle columns."""
+    baseline = records[("sequential", 1)]
+    base_calls = sum(r["model_calls"] for r in baseline)
+    base_time = sum(r["call_time_s"] for r in baseline)
+    rows = []
+    for (traversal, n_pf), recs in records.items():
+        calls = sum(r["model_calls"] for r in recs)
+        call_time = sum(r["call_time_s"] for r in recs)
+        transitions = sum(r["transitions"] for r in recs)
+        identical = sum(same_outcome(r, b) for r, b in zip(recs, baseline, strict=True))
+        same_log_a = sum(same_path(r, b) for r, b in zip(recs, baseline, strict=True))
+        rows.append(
+            {
+                "sampler": sampler,
+                "traversal": traversal,
+                "n_pf": n_pf,
+                "chains": len(recs),
+                "model_calls": calls,
+                "call_time_s": call_time,
+                "transitions_per_call": transitions / calls,
+                "time_per_call_s": call_time / calls,
+                "speedup": base_time / call_time,
+                "call_reduction": base_calls / calls,
+                "time_per_call_ratio": (call_time / calls) / (base_time / base_calls),
+                "identical_chains": identical / len(recs),
+                "same_path_chains": same_log_a / len(recs),
+                "discarded_per_call": sum(r["discarded_requests"] for r in recs) / calls,
+                "unique_requests_per_call": sum(r["unique_requests"] for r in recs) / calls,
+                "loglik_mean": sum(r["loglik"] for r in recs) / len(recs),
+                **(walk_versus_oracle(rounds[(traversal, n_pf)], expected.get(n_pf)) if expected is not None else {}),
+            }
+        )
+    return rows
 
 
 LOG_ACCEPT_TOLERANCE = 1e-9
@@ -294,9 +514,18 @@ def save(out: Path, figures: dict) -> None:
     write_json_atomic(out, figures)
 
 
-def expected_per_round(rounds: dict[tuple[str, int], list[dict]], budgets: list[int]) -> dict[int, dict]:
+REPLAY_PROGRESS_DELAY_S = 2.0
+"""Seconds before the oracle replay shows a progress bar on stderr: at 1024 logged nodes a round
+takes about 0.2 s, so a paper-scale sampler's replay runs minutes after its last chain line."""
+
+
+def expected_per_round(
+    rounds: dict[tuple[str, int], list[dict]], budgets: list[int], sampler: str, progress: bool = True
+) -> dict[int, dict]:
     """Per budget, the replay of the BFS run's trees (it generated every depth up to N_pf, so no
     node the oracle might pick is missing), or of the first traversal's when there is no BFS run."""
+    from tqdm import tqdm
+
     from oracle_bound import replay_rounds
 
     expected = {}
@@ -304,7 +533,13 @@ def expected_per_round(rounds: dict[tuple[str, int], list[dict]], budgets: list[
         sources = [t for (t, n), logged in rounds.items() if n == n_pf and t != "sequential" and logged]
         if sources:
             source = "bfs" if "bfs" in sources else sources[0]
-            replayed = replay_rounds(rounds[(source, n_pf)], [n_pf], predictor=None)
+            desc = f"oracle replay {sampler} n_pf={n_pf}"
+            logged = rounds[(source, n_pf)]
+            bar = tqdm(
+                logged, desc=desc, unit="round", delay=REPLAY_PROGRESS_DELAY_S, file=sys.stderr, disable=not progress
+            )
+            with bar:
+                replayed = replay_rounds(bar, [n_pf], predictor=None)
             expected[n_pf] = {"source": source, "replayed": replayed}
     return expected
 

@@ -1,15 +1,17 @@
 """How one model call's time grows with the rows it decodes, on this machine and engine.
 
     python scripts/call_cost.py                        # embedded default engine, rows 1 4 7 14 28 56 140
-    python scripts/call_cost.py --rows 1 20 engine=hf  # any Hydra override of conf/ applies, in any order
+    python scripts/call_cost.py --rows 1 20 engine=hf  # Hydra overrides of conf/, in any order
 
 PreSTO trades fewer calls for wider ones, so its speedup is bounded by how flat this
 curve is: a call of N_pf requests costs "s/call x" times a one-request call. Each call
 here generates ``--tokens`` tokens per row from one cached prompt, with distinct seeds,
 once at the proposal temperature alone (sampler.tau, 1/alpha unless set) and once with
-MultiTryMH's extra temperatures
-(whose statistics the vLLM recorder computes per row). It prints seconds per call, per
-decode step and the ratio to the one-row call.
+MultiTryMH's extra temperatures (sampler.temperatures with sampler=multitry, else its
+default 0.25, 0.5, 1), whose statistics the vLLM recorder computes per row. It prints
+seconds per call, per decode step and the ratio to the one-row call. Of the config it reads
+the engine and model (engine.*, model.*) and the sampler's temperatures (sampler.alpha,
+sampler.tau, sampler.temperatures); the prompt is --prompt-tokens synthetic tokens.
 """
 
 from __future__ import annotations
@@ -40,28 +42,47 @@ def main(argv: list[str]) -> int:
         return measure(args, overrides)
     except user_errors() as err:
         return fail(str(err) or type(err).__name__)
+    except KeyboardInterrupt:  # each call's line is printed as it is measured: nothing else to keep
+        print("\ninterrupted: the lines above are the calls measured", file=sys.stderr)
+        return 130
 
 
 def measure(args: argparse.Namespace, overrides: list[str]) -> int:
     from benchmark import load_config
     from presto.config import validate_sampler
-    from presto.engines.base import SuffixRequest
     from presto.runner.run import engine_from_config
-    from presto.samplers.multitry import DEFAULT_TEMPERATURES
+    from presto.samplers.multitry import DEFAULT_TEMPERATURES, validate_multitry_options
 
     _, cfg = load_config(overrides)
-    tau = validate_sampler(cfg).tau  # before the engine loads: a bad sampler option is one line
+    sampler = validate_sampler(cfg)  # before the engine loads: a bad sampler option is one line
+    tau = sampler.tau
+    # The temperatures a MultiTryMH run would record: its own with sampler=multitry, else the default set.
+    temperatures = DEFAULT_TEMPERATURES
+    if sampler.name == "multitry":
+        options = sampler.options
+        _, temperatures = validate_multitry_options(options.get("num_candidates", 4), options.get("temperatures"))
     engine = engine_from_config(cfg)
+    try:
+        timings(engine, args, cfg, tau, temperatures)
+    finally:  # also when interrupted: vLLM's engine core is a process of its own
+        engine.close()
+    return 0
+
+
+def timings(engine, args: argparse.Namespace, cfg, tau: float, temperatures: tuple[float, ...]) -> None:
+    """Print one line per (temperatures, rows) call, as each is measured."""
+    from presto.engines.base import SuffixRequest
+
     # Token ids 100, 101, ...: ordinary tokens of a real vocabulary (a toy table's wraps around).
     vocab = getattr(engine, "vocab_size", None) or 100 + args.prompt_tokens
     prompt = tuple((100 + i) % vocab for i in range(args.prompt_tokens))
     # Warm-up of the measured shape; the prompt's KV is cached from here on.
-    engine.generate([SuffixRequest(prompt, args.tokens, tau, 0, extra) for extra in ((), DEFAULT_TEMPERATURES)])
+    engine.generate([SuffixRequest(prompt, args.tokens, tau, 0, extra) for extra in ((), temperatures)])
     print(f"engine={cfg.engine.name} model={cfg.model.path} tokens/row={args.tokens} prompt={args.prompt_tokens}")
     reference = "x 1 row" if args.rows[0] == 1 else f"x {args.rows[0]} rows"  # ratios are to the first call
     print(f"{'temperatures':>12} {'rows':>5} {'call s':>8} {'ms/step':>8} {reference:>10}")
     seed = 1
-    for extra in ((), DEFAULT_TEMPERATURES):
+    for extra in ((), temperatures):
         single = None
         for rows in args.rows:
             requests = [SuffixRequest(prompt, args.tokens, tau, seed + i, extra) for i in range(rows)]
@@ -75,8 +96,6 @@ def measure(args: argparse.Namespace, overrides: list[str]) -> int:
                 f"{label:>12} {rows:>5} {seconds:>8.3f} {1000 * seconds / args.tokens:>8.1f} {seconds / single:>9.2f}x",
                 flush=True,
             )
-    engine.close()
-    return 0
 
 
 if __name__ == "__main__":

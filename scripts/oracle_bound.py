@@ -290,6 +290,9 @@ def main(argv: list[str]) -> int:
         result = replay(files, n_pf, predictor)
     except (FeatureMismatch, MalformedTrees) as err:
         return fail(str(err))
+    except KeyboardInterrupt:  # a long replay stopped by hand: one line, not a traceback
+        print("\ninterrupted: the replay needs every round; nothing was printed or written", file=sys.stderr)
+        return 130
     except ValueError as err:
         return fail(f"{err} in the given trees.jsonl files")
     result["predictor"] = None if predictor is None else {"path": predictor.path, "fingerprint": predictor.fingerprint}
