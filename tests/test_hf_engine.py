@@ -350,3 +350,19 @@ def test_close_releases_the_model_and_a_closed_engine_says_so(tmp_path):
     with pytest.raises(RuntimeError, match="this hf engine is closed"):
         engine.generate([SuffixRequest(prompt, 3, 1.0, 0)])
     engine.close()  # twice is fine
+
+
+def test_the_engine_warms_up_uncounted_before_its_first_call(tmp_path, monkeypatch):
+    """One-time setup is paid while the engine is built, not in the first counted model call."""
+    calls: list[list[SuffixRequest]] = []
+    generate = HFEngine._generate
+
+    def spy(self, requests):
+        calls.append(list(requests))
+        return generate(self, requests)
+
+    monkeypatch.setattr(HFEngine, "_generate", spy)
+    engine = HFEngine(make_tiny_model(tmp_path / "model", dtype="float32", seed=3), dtype="float32")
+    assert len(calls) == 1 and len(calls[0]) == 2  # the warm-up: a shared-prefix pair
+    assert any(r.extra_temperatures for r in calls[0])  # MultiTryMH's extra-temperature path too
+    assert (engine.stats.calls, engine.stats.call_time_s, engine.stats.generated_tokens) == (0, 0.0, 0)
