@@ -150,6 +150,11 @@ def test_pool_of_one_surviving_comparison_is_none_not_a_contradicting_z_test(tmp
     other = runs_with_loglik(tmp_path / "seq2", LOGLIK_A, "sequential")
     two = [comparisons[0], compare(other, variants[1], stats=("loglik",))]
     assert pool(two, "loglik").pairs == 2
+    # One variant against two baselines is not two independent pairs either: the variant's
+    # chains would enter the pooled test twice.
+    shared_variant = [comparisons[0], compare(other, variants[0], stats=("loglik",))]
+    assert pool(shared_variant, "loglik") is None
+    assert pool([*shared_variant, two[1]], "loglik").pairs == 2  # seq-v1 and seq2-v2
 
 
 def test_report_shows_no_pooled_row_when_one_comparison_survives(tmp_path):

@@ -675,17 +675,19 @@ def pool(
 ) -> PooledResult | None:
     """Fixed-effect pooled TOST of one statistic over several comparisons (None unless two are usable).
 
-    The pooled test assumes independent pairs, so a baseline run enters once: of several
-    comparisons against the same baseline (however its path is spelled) only the first is pooled.
-    None when fewer than two independent comparisons have a TOST with a baseline spread: a
-    lone pair's answer is its paired t-TOST, which the pooled z-test could contradict.
+    The pooled test assumes independent pairs, so a run enters once, as baseline or variant:
+    of several comparisons sharing a run (however its path is spelled) only the first is
+    pooled (two PreSTO runs against one sequential run, or one PreSTO run against two
+    sequential runs, are one independent comparison). None when fewer than two independent
+    comparisons have a TOST with a baseline spread: a lone pair's answer is its paired
+    t-TOST, which the pooled z-test could contradict.
     """
     seen: set[Path] = set()
     independent = []
     for c in comparisons:
-        key = c.baseline.path.resolve()
-        if key not in seen:
-            seen.add(key)
+        runs = {c.baseline.path.resolve(), c.variant.path.resolve()}
+        if not runs & seen:
+            seen |= runs
             independent.append(c)
     results = [c.tost.get(stat) for c in independent]
     results = [r for r in results if r is not None and r.baseline_sd > 0]
