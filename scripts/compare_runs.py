@@ -16,8 +16,8 @@ token-normalized log-likelihood and confidence at a margin of 0.2 baseline SDs (
 larger one-sided p), per prompt (its chains averaged) as in the paper, or per chain with
 --unit chain.
 With several pairs, a fixed-effect pooled TOST per statistic follows when at least two
-pairs with distinct baselines have a TOST (a baseline enters once; a lone pair's answer is
-its own paired TOST). A run that did not finish every chain it was configured for
+pairs that share no run have a TOST (a run enters once, as baseline or variant; a lone
+pair's answer is its own paired TOST). A run that did not finish every chain it was configured for
 (summary.json's complete, or for older runs config.yaml's prompts x chains) is one
 `warning:` line on stderr, and a pair that holds fewer chains than a run configured is
 noted under the table. Exit status 0; bad input is one `error:` line and exit status 2.

@@ -164,7 +164,13 @@ def test_tost_declares_seeds_equivalent_and_a_shifted_alpha_not(fast_tmp):
     """1000 independent chains per run: enough for a 0.2-SD margin (the 90% CI half-width is ~0.07 SD)."""
     tmp_path = fast_tmp
     table = write_toy_table(tmp_path / "table.json", vocab=6, seed=3)
-    settings = {"a": ("seed=1",), "b": ("seed=2",), "c": ("seed=3",), "alpha": ("seed=3", "sampler.alpha=1")}
+    settings = {
+        "a": ("seed=1",),
+        "b": ("seed=2",),
+        "c": ("seed=3",),
+        "d": ("seed=4",),
+        "alpha": ("seed=3", "sampler.alpha=1"),
+    }
     dirs = {name: tmp_path / name for name in settings}
     with ThreadPoolExecutor(max_workers=2) as pool:  # the runs wait on fsync more than on the CPU
         results = list(pool.map(lambda name: run_cli(*many_chains(table, dirs[name], *settings[name])), settings))
@@ -184,10 +190,14 @@ def test_tost_declares_seeds_equivalent_and_a_shifted_alpha_not(fast_tmp):
         assert pair["tost"]["loglik"]["equivalent"] and pair["tost"]["confidence"]["equivalent"], pair["tost"]
     assert not shifted["tost"]["loglik"]["equivalent"] and shifted["tost"]["loglik"]["p_eq"] > 0.5
     assert not shifted["tost"]["confidence"]["equivalent"]
-    # Pooled over two same-setting pairs with different baselines: equivalent.
-    pooled = compare_cli(*(str(dirs[k]) for k in ("a", "b", "c", "a")), "--json", str(out))
+    # Pooled over two same-setting pairs of four distinct runs: equivalent.
+    pooled = compare_cli(*(str(dirs[k]) for k in ("a", "b", "c", "d")), "--json", str(out))
     assert pooled.returncode == 0 and "Pooled" in pooled.stdout
     assert all(v["equivalent"] and v["pairs"] == 2 for v in json.loads(out.read_text())["pooled"].values())
+    # A run in both pairs (a as baseline of one and variant of the other) makes them dependent:
+    # its chains would enter the pooled test twice, so one pair is left and nothing is pooled.
+    reused = compare_cli(*(str(dirs[k]) for k in ("a", "b", "c", "a")), "--json", str(out))
+    assert reused.returncode == 0 and all(v is None for v in json.loads(out.read_text())["pooled"].values())
     # Two variants against one baseline are not independent pairs: the baseline enters once,
     # which leaves one pair, and one pair is not pooled (its own paired TOST is the answer).
     shared = compare_cli(*args[:4], "--json", str(out))
