@@ -87,7 +87,8 @@ import json, sys
 data = json.load(open(sys.argv[1]))
 print(f"{sys.argv[1].rsplit('/', 1)[-1]}: complete={data['complete']}")
 print("  sampler    traversal   n_pf calls  call_s  s/call speedup calls÷ s/call× identical same_log_A")
-for r in data["rows"]:
+# partial_rows: the sampler under way when the benchmark was cut short, over its finished chains
+for r in data["rows"] + [dict(p, traversal=p["traversal"] + "*") for p in data.get("partial_rows", [])]:
     print(f"  {r['sampler']:<10} {r['traversal']:<11} {r['n_pf']:>4} {r['model_calls']:>5} {r['call_time_s']:>7.2f} "
           f"{r['time_per_call_s']:>7.3f} {r['speedup']:>6.2f}x {r['call_reduction']:>5.2f} "
           f"{r['time_per_call_ratio']:>6.2f} {r['identical_chains']:>9.2f} {r.get('same_path_chains', float('nan')):>10.2f}")
