@@ -46,6 +46,7 @@ that chooses how many depths to request can save on this machine and engine.
 from __future__ import annotations
 
 import argparse
+import os
 import signal
 import sys
 import time
@@ -249,7 +250,9 @@ def main(argv: list[str]) -> int:
             check_output_file(args.out, "--out")  # before the work, not after it
         except ValueError as err:
             return fail(str(err))
-    args.out = args.out or PROJECT_ROOT / "outputs" / "benchmarks" / f"{time.strftime('%Y-%m-%d_%H-%M-%S')}.json"
+    # The process id too: benchmarks started in the same second (a launcher's jobs) must not share a file.
+    stamp = f"{time.strftime('%Y-%m-%d_%H-%M-%S')}_{os.getpid()}"
+    args.out = args.out or PROJECT_ROOT / "outputs" / "benchmarks" / f"{stamp}.json"
     args.finished_samplers = []  # saved to args.out as each one finishes
     args.under_way = None  # (sampler, chains it finished in every setting), saved as partial_rows
     previous = terminate_like_interrupt()

@@ -133,3 +133,27 @@ def test_a_chain_is_identical_only_along_the_same_path():
     assert not same_path(other_proposal, reference)
     assert not same_path({**reference, "accepts": [1, 1, 1]}, reference)
     assert not same_path({**reference, "tokens": np.array([3, 1, 4])}, reference)
+
+
+def test_benchmarks_started_in_the_same_second_write_separate_default_files(toy_table, tmp_path):
+    """The default --out is named by the time to the second: two launched together must not share it."""
+    # Both processes see one frozen clock (sitecustomize), as two jobs a launcher starts at once would.
+    frozen = tmp_path / "frozen_clock"
+    frozen.mkdir()
+    (frozen / "sitecustomize.py").write_text("import time\ntime.strftime = lambda *a, **k: '2026-01-01_00-00-00'\n")
+    env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(frozen), env.get("PYTHONPATH")]))
+    # A copy of scripts/ under tmp_path: the default --out lies under the script's project root.
+    root = tmp_path / "project"
+    (root / "scripts").mkdir(parents=True)
+    for name in ("benchmark.py", "oracle_bound.py"):
+        (root / "scripts" / name).write_text((PROJECT_ROOT / "scripts" / name).read_text())
+    for name in ("conf", "src"):
+        (root / name).symlink_to(PROJECT_ROOT / name)
+    argv = [sys.executable, str(root / "scripts" / "benchmark.py"), "--n-pf", "2", *toy_overrides(toy_table)]
+    jobs = [subprocess.Popen(argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE) for _ in "ab"]
+    for job in jobs:
+        _, err = job.communicate(timeout=300)
+        assert job.returncode == 0, err.decode()
+    written = sorted((root / "outputs" / "benchmarks").glob("2026-01-01_00-00-00*.json"))
+    assert len(written) == 2, written
