@@ -67,12 +67,17 @@ def effective_sample_size(log_weights: np.ndarray) -> float:
 
 
 def systematic_resample(weights: np.ndarray, uniform: float) -> np.ndarray:
-    """Indices of P particles drawn with one uniform: particle i gets about P * w_i copies."""
+    """Indices of P particles drawn with one uniform: particle i gets floor or ceil of P * w_i
+    copies (P * w_i on average over the uniform), and a particle of weight 0 none."""
     count = weights.shape[0]
     positions = (uniform + np.arange(count)) / count
     cumulative = np.cumsum(weights)
-    cumulative[-1] = 1.0
-    return np.searchsorted(cumulative, positions, side="right").clip(max=count - 1)
+    # The last position can round up to 1.0 (u + P - 1 rounds to P for u just below 1) and the
+    # sum to just below 1: both must land on the last particle of positive weight, never on a
+    # trailing particle of weight 0 (an underflowed or ruled-out one).
+    last = int(np.flatnonzero(weights > 0)[-1])
+    cumulative[last:] = 1.0
+    return np.searchsorted(cumulative, positions, side="right").clip(max=last)
 
 
 def categorical(weights: np.ndarray, uniform: float) -> int:
