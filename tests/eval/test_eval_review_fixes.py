@@ -180,7 +180,7 @@ def test_compare_runs_pools_nothing_when_both_pairs_share_a_baseline(tmp_path, c
     assert call_script(compare_runs, seq, bfs, seq, bfs, "--stats", "loglik", "--json", out) == 0
     stdout = capsys.readouterr().out
     assert json.loads(out.read_text())["pooled"] == {"loglik": None}
-    assert "No statistic can be pooled: fewer than two pairs with distinct baselines" in stdout
+    assert "No statistic can be pooled: fewer than two pairs that share no run" in stdout
     assert "run pairs pooled" not in stdout
 
 

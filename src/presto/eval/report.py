@@ -199,7 +199,7 @@ def comparison_lines(
             lines += _table(pooled_header(level), pooled_rows(pooled))
         else:
             lines.append(
-                "No statistic can be pooled: fewer than two pairs with distinct baselines have a TOST with a "
+                "No statistic can be pooled: fewer than two pairs that share no run have a TOST with a "
                 "baseline spread (SD > 0); each pair's own TOST above is the answer."
             )
     return lines
@@ -552,7 +552,7 @@ def build_report(
             "",
             f"Per prompt (its chains averaged), as in the paper; margin δ = {margin_sd} baseline SDs; "
             f"equivalent when p_eq < {level}. Each variant is pooled over its settings (independent "
-            "baselines; a baseline enters once).",
+            "pairs: a run enters once).",
             "",
         ]
         for label, items in comparisons.items():
