@@ -127,6 +127,28 @@ def test_the_run_keeps_no_per_token_or_per_transition_lists_of_finished_chains(t
         assert summary[key] == pytest.approx(expected[key]), key
 
 
+def test_an_interrupt_while_a_chain_is_written_leaves_it_counted_in_the_summary(toy_table, tmp_path, monkeypatch):
+    """Ctrl-C (or SIGTERM, which the CLI turns into one) during the write and fsync of a chain's
+    record: chains.jsonl and the interrupted run's summary.json must agree on the chains."""
+    import signal
+
+    from presto.runner.outputs import RunWriter, read_jsonl
+
+    append_chain = RunWriter.append_chain
+
+    def interrupted_while_writing(self, record):
+        append_chain(self, record)  # the record is on disk ...
+        signal.raise_signal(signal.SIGINT)  # ... and the interrupt comes before the run counts it
+
+    monkeypatch.setattr(RunWriter, "append_chain", interrupted_while_writing)
+    run_dir = tmp_path / "run"
+    with pytest.raises(KeyboardInterrupt):
+        _run_in_process(toy_table, run_dir, monkeypatch=monkeypatch)
+    summary = json.loads((run_dir / "summary.json").read_text())
+    assert summary["chains"] == len(read_jsonl(run_dir / "chains.jsonl")) == 1
+    assert summary["complete"] is False
+
+
 # 3. A resume, and the W&B logger's start, read trees.jsonl line by line, not whole.
 
 

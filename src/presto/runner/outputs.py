@@ -6,8 +6,10 @@ import errno
 import json
 import math
 import os
+import signal
 import sys
 from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -117,6 +119,26 @@ def _exclusive_lock(run_dir: Path) -> TextIO | None:
 
 # errno values of a filesystem that does not support flock (as opposed to a lock held by another process).
 _NO_LOCKING = {errno.ENOSYS, errno.ENOLCK, errno.EOPNOTSUPP, errno.ENOTSUP, errno.EINVAL}
+
+
+@contextmanager
+def signals_held(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> Iterator[None]:
+    """Hold Ctrl-C and SIGTERM until the block ends, so that it runs whole.
+
+    The run writes a chain's record (then fsyncs it, which can take a while) and counts it in
+    the summary's totals: an interrupt between the two would leave chains.jsonl holding a chain
+    the interrupted run's summary.json does not count. A signal that arrives meanwhile is
+    delivered, and raises, as the block ends. Where signals cannot be masked (no
+    ``pthread_sigmask``), the block runs unguarded.
+    """
+    if not hasattr(signal, "pthread_sigmask"):
+        yield
+        return
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
 def _chain_key(record: dict[str, Any]) -> tuple[str, int]:

@@ -25,7 +25,7 @@ from presto.baselines import BASELINES, Baseline
 from presto.config import ConfigError, RunSettings, SamplerSettings, describe_differences, flatten, validate
 from presto.engines import Engine, build_engine
 from presto.runner.logging import RunLogger, build_logger
-from presto.runner.outputs import RunWriter, write_text_atomic
+from presto.runner.outputs import RunWriter, signals_held, write_text_atomic
 from presto.samplers import build_kernel
 from presto.samplers.chain import BlockSchedule, BlockStepper, SequentialStepper, run_chain
 from presto.samplers.kernel import Kernel
@@ -534,13 +534,15 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
                 rescore=settings.rescore,
             )
             writer.flush_trees()
-            writer.append_chain(record)
+            slim = summary_fields(record)
+            with signals_held():  # the chain is in chains.jsonl and in the summary's totals, or in neither
+                writer.append_chain(record)
+                records.append(slim)
+                # Running totals: a scan of every finished chain after each one would grow with the run.
+                failed_grades += bool(record.get("grade_error"))
+                calls += record["model_calls"]
+                transitions += record["transitions"]
             logger.on_chain(record)
-            records.append(summary_fields(record))
-            # Running totals: a scan of every finished chain after each one would grow with the run.
-            failed_grades += bool(record.get("grade_error"))
-            calls += record["model_calls"]
-            transitions += record["transitions"]
             if failed_grades == len(records) >= GRADING_FAILURES_TO_STOP:
                 # Every chain so far: the grader is broken, not one completion. Stop before
                 # spending the rest of the run on chains that cannot be graded.
