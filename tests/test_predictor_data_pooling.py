@@ -165,3 +165,14 @@ def test_a_rejected_model_has_no_fingerprint(tmp_path):
     examples = collect_examples([write_trees(tmp_path / "flat", {"a": FLAT, "b": FLAT})], ("cut_fraction",), 0.01)
     metrics = train_predictor(examples, ModelSettings(), tmp_path / "w", None, folds=2, require_improvement=True)
     assert metrics["checkpoint"] is None and metrics["fingerprint"] is None
+
+
+def test_a_damaged_middle_line_is_skipped_with_a_warning_a_torn_last_line_silently(tmp_path, capsys):
+    """A bad line mid-file drops a round from training and the oracle replay: say so, naming it."""
+    from presto.predictor.data import iter_rounds
+
+    trees = tmp_path / "trees.jsonl"
+    trees.write_text('{"round": 0}\n{"round": 1, "nod\n{"round": 2}\n{"round": 3, "torn')
+    assert [r["round"] for r in iter_rounds([trees])] == [0, 2]
+    err = capsys.readouterr().err
+    assert f"warning: {trees}: line 2 is not JSON; skipped" in err and "line 4" not in err

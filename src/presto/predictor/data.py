@@ -28,6 +28,7 @@ import numpy as np
 import yaml
 
 from presto.predictor.features import CLASSES, feature_matrix, label_of, logged_acceptance
+from presto.runner.outputs import iter_jsonl
 
 
 @dataclass(frozen=True)
@@ -86,18 +87,11 @@ def tree_files(paths: Iterable[str | Path]) -> list[Path]:
 
 
 def iter_rounds(files: Sequence[Path]) -> Iterator[dict[str, Any]]:
-    """Round records in file order; a torn last line (a killed run) is skipped."""
+    """Round records in file order, a line at a time: a torn last line (a killed run) is skipped
+    silently, a damaged line elsewhere with a warning naming it (``iter_jsonl``), since it drops
+    a round from the training data and the oracle replay."""
     for file in files:
-        yield from _rounds(file)
-
-
-def _rounds(file: Path) -> Iterator[dict[str, Any]]:
-    with file.open() as handle:
-        for line in handle:
-            try:
-                yield json.loads(line)
-            except json.JSONDecodeError:
-                continue
+        yield from iter_jsonl(file)
 
 
 UNKNOWN = "unknown"
@@ -215,7 +209,7 @@ def collect_examples(
             {"sampler": info.sampler, "traversal": info.traversal, "runs": 0, "examples": 0, "duplicates": 0},
         )
         part["runs"] += 1
-        for record in _rounds(file):
+        for record in iter_jsonl(file):
             nodes = record.get("nodes", ())
             reach = reaching_probabilities(nodes) if weighting == "reach" else None
             place = (record.get("prompt_id"), record.get("chain"), record.get("stage"), record.get("transition"))
