@@ -177,9 +177,12 @@ def replay_rounds(records: Iterable[dict[str, Any]], n_pf: list[int], predictor)
     sums = {name: np.zeros(len(n_pf)) for name, _, _ in METHODS}
     requests = {name: np.zeros(len(n_pf)) for name, _, _ in METHODS}
     rounds = truncated = short = realized = without_call = 0
+    planned_with: set[str] = set()  # fingerprints of the predictors the logged predictive rounds planned with
     for record in records:
         tree, accept, logged, cap, cut_short = replay_tree(record, max_budget)
         rounds += 1
+        if (record.get("plan") or {}).get("predictor"):
+            planned_with.add(record["plan"]["predictor"])
         truncated += cut_short
         realized += int(record.get("realized", 0))
         without_call += record.get("model_call") is False
@@ -222,8 +225,24 @@ def replay_rounds(records: Iterable[dict[str, Any]], n_pf: list[int], predictor)
         "rounds_without_a_call": without_call,  # served by reused proposals: "per call" is per round
         "rounds_with_fewer_logged_depths_than_max_n_pf": short,
         "realized_transitions_per_round_in_the_logged_run": realized / rounds,
+        "logged_predictors": sorted(planned_with),
         "rows": rows,
     }
+
+
+def predictor_note(result: dict[str, Any], predictor) -> str | None:
+    """A line when the predictive row replays with a predictor other than the one(s) the logged
+    run planned with: legitimate (judging a new predictor offline), but then its row is not the
+    logged run's rule."""
+    logged = result.get("logged_predictors") or []
+    replayed = predictor.fingerprint if predictor is not None else None
+    if not logged or logged == [replayed]:
+        return None
+    used = f"{predictor.path} (fingerprint {replayed})" if predictor is not None else "no predictor (h = 1/2)"
+    return (
+        f"note: the predictive row replays with {used}; the logged run planned with fingerprint "
+        f"{', '.join(logged)} (pass that checkpoint as --predictor to replay its own rule)"
+    )
 
 
 def print_table(result: dict[str, Any], n_pf: list[int]) -> None:
@@ -297,6 +316,9 @@ def main(argv: list[str]) -> int:
         return fail(f"{err} in the given trees.jsonl files")
     result["predictor"] = None if predictor is None else {"path": predictor.path, "fingerprint": predictor.fingerprint}
     print_table(result, n_pf)
+    note = predictor_note(result, predictor)
+    if note:
+        print(note)
     if args.out:
         try:
             args.out.parent.mkdir(parents=True, exist_ok=True)

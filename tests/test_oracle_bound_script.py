@@ -88,3 +88,24 @@ def test_an_unusable_predictor_is_a_one_line_error_naming_the_flag(toy_table, tm
     done = run_script(str(run_dir), "--predictor", "default", cwd=tmp_path)
     assert done.returncode == 2 and "Traceback" not in done.stderr and done.stderr.count("\n") == 1
     assert done.stderr.startswith("error: --predictor ") and "'cut_fraction'" in done.stderr
+
+
+def test_the_replay_says_when_its_predictor_is_not_the_one_the_run_planned_with(toy_table, tmp_path):
+    from tests.test_predictive_traversal import write_predictor
+
+    planned, other = tmp_path / "planned.ckpt", tmp_path / "other.ckpt"
+    write_predictor(planned, [0.0, 2.0, 0.0])
+    write_predictor(other, [2.0, 0.0, 0.0])
+    run_dir = tmp_path / "run"
+    settings = ("traversal=predictive", f"traversal.predictor={planned}", "budget.n_pf=4")
+    done = run_cli(*toy_args(toy_table, run_dir, *settings, steps=8))
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = tmp_path / "oracle.json"
+    own = run_script(str(run_dir), "--n-pf", "4", "--predictor", str(planned), "--out", str(out), cwd=tmp_path)
+    assert own.returncode == 0, own.stderr[-2000:]
+    logged = json.loads(out.read_text())["logged_predictors"]
+    assert len(logged) == 1 and "note: the predictive row" not in own.stdout  # the run's own predictor
+    replaced = run_script(str(run_dir), "--n-pf", "4", "--predictor", str(other), cwd=tmp_path)
+    assert replaced.returncode == 0, replaced.stderr[-2000:]
+    note = next(line for line in replaced.stdout.splitlines() if line.startswith("note: the predictive row"))
+    assert str(other) in note and logged[0] in note and "--predictor" in note
