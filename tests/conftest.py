@@ -80,6 +80,12 @@ def load_script(name: str):
     return module
 
 
+def one_error_line(err: str) -> str:
+    """``err`` after checking it is one ``error:`` line and no traceback (the scripts' bad-input contract)."""
+    assert "Traceback" not in err and err.count("\n") == 1 and err.startswith("error: "), err
+    return err
+
+
 def call_script(module, *argv) -> int:
     """A script's exit status, whether it returns it or exits with it (argparse, presto.cli.fail)."""
     try:

@@ -12,16 +12,20 @@ import sys
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT, call_script, load_script, run_cli, toy_args, toy_overrides, write_toy_table
+from tests.conftest import (
+    PROJECT_ROOT,
+    call_script,
+    load_script,
+    one_error_line,
+    run_cli,
+    toy_args,
+    toy_overrides,
+    write_toy_table,
+)
 
 oracle_bound = load_script("oracle_bound")
 benchmark = load_script("benchmark")
 call_cost = load_script("call_cost")
-
-
-def one_error_line(err: str) -> str:
-    assert "Traceback" not in err and err.count("\n") == 1 and err.startswith("error: "), err
-    return err
 
 
 @pytest.fixture(scope="module")

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT, call_script, load_script, toy_overrides, write_toy_table
+from tests.conftest import PROJECT_ROOT, call_script, load_script, one_error_line, toy_overrides, write_toy_table
 
 GPU_CHECK = PROJECT_ROOT / "scripts" / "gpu_check.sh"
 TOY_TABLE = PROJECT_ROOT / "scripts" / "toy_table.py"
@@ -90,11 +90,6 @@ def test_toy_table_unwritable_output_is_one_line(tmp_path):
 benchmark = load_script("benchmark")
 call_cost = load_script("call_cost")
 toy_table_script = load_script("toy_table")
-
-
-def one_error_line(err: str) -> str:
-    assert "Traceback" not in err and err.count("\n") == 1 and err.startswith("error: "), err
-    return err
 
 
 def interrupted_status(module, *argv) -> int:

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from presto.eval.runs import RunData, compare, pool
-from tests.conftest import call_script, load_script
+from tests.conftest import call_script, load_script, one_error_line
 
 compare_runs = load_script("compare_runs")
 report = load_script("report")
@@ -47,11 +47,6 @@ def write_run(path: Path, traversal: str, calls: int, seconds: float, shift: flo
 @pytest.fixture
 def pair(tmp_path) -> tuple[Path, Path]:
     return write_run(tmp_path / "seq", "sequential", 14, 1.0), write_run(tmp_path / "bfs", "bfs", 6, 0.8, 0.01)
-
-
-def one_error_line(err: str) -> str:
-    assert "Traceback" not in err and err.count("\n") == 1 and err.startswith("error: "), err
-    return err
 
 
 def test_compare_prints_the_statistics_it_was_asked_for(pair, capsys):
