@@ -255,6 +255,9 @@ def main(argv: list[str]) -> int:
     args.out = args.out or PROJECT_ROOT / "outputs" / "benchmarks" / f"{stamp}.json"
     args.finished_samplers = []  # saved to args.out as each one finishes
     args.under_way = None  # (sampler, chains it finished in every setting), saved as partial_rows
+    from presto.cli import terminate_like_interrupt
+
+    # SIGTERM (Slurm, ``timeout``) stops the benchmark as Ctrl-C does, keeping the figures so far.
     previous = terminate_like_interrupt()
     try:
         return benchmark(args, overrides)
@@ -266,29 +269,6 @@ def main(argv: list[str]) -> int:
     finally:
         for signum, handler in (previous or {}).items():
             signal.signal(signum, handler)
-
-
-def terminate_like_interrupt() -> dict | None:
-    """Treat SIGTERM (Slurm's time limit, ``kill``, ``timeout``) as Ctrl-C: the figures so far are
-    kept and said where, and the engine is closed, rather than the process ending on the spot.
-
-    SIGINT gets Python's own handler back too: a job a shell script starts in the background
-    inherits SIGINT ignored, and ``timeout -s INT`` (scripts/device/check.sh) would then do
-    nothing until its SIGKILL. Returns the handlers it replaced (None where none can be set:
-    not the main thread).
-    """
-    import threading
-
-    if threading.current_thread() is not threading.main_thread():
-        return None
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt("SIGTERM")
-
-    return {
-        signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt),
-        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
-    }
 
 
 def kept_figures(args: argparse.Namespace) -> str:

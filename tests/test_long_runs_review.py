@@ -42,7 +42,7 @@ def _failing_execute(monkeypatch, tmp_path, error: BaseException):
     monkeypatch.setattr(presto.config, "validate", lambda cfg: None)
     monkeypatch.setattr(cli, "_run_dir", lambda: tmp_path / "job1")
     monkeypatch.setattr(cli, "_sweep_job", lambda: 1)
-    monkeypatch.setattr(cli, "_terminate_like_interrupt", lambda: None)
+    monkeypatch.setattr(cli, "terminate_like_interrupt", lambda: None)
     try:
         cli.execute(None)
     except BaseException as raised:  # Hydra keeps it (JobReturn) until the sweep's last job is done

@@ -253,23 +253,28 @@ def print_summary(summary: dict[str, Any], run_dir: Path) -> None:
 _TERMINATED = "SIGTERM"
 
 
-def _terminate_like_interrupt() -> None:
-    """Treat SIGTERM (Slurm's time limit, ``kill``) as Ctrl-C, so the summary is written and the engine closed.
+def terminate_like_interrupt() -> dict | None:
+    """Treat SIGTERM (Slurm's time limit, ``kill``) as Ctrl-C, so the summary is written and the engine closed
+    (used by the run and by scripts/benchmark.py); the KeyboardInterrupt's argument says it was SIGTERM.
 
     SIGINT gets Python's own handler back: a job started in the background by a shell script
     inherits SIGINT ignored, and ``kill -INT`` (or ``timeout -s INT``) would then do nothing.
+    Returns the handlers it replaced, by signal, for a caller that restores them; None where
+    none can be set (not the main thread).
     """
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
-        return  # signal handlers can only be set there (e.g. not in a joblib worker thread)
+        return None  # signal handlers can only be set there (e.g. not in a joblib worker thread)
 
     def interrupt(signum, frame):
         raise KeyboardInterrupt(_TERMINATED)
 
-    signal.signal(signal.SIGTERM, interrupt)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
+    return {
+        signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt),
+        signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
+    }
 
 
 def _sweep_job() -> int | None:
@@ -328,7 +333,7 @@ def execute(cfg: DictConfig) -> float | None:
 
     run_dir = _run_dir()
     errors = user_errors()
-    _terminate_like_interrupt()
+    terminate_like_interrupt()
     try:
         validate(cfg)
         from presto.runner.run import run
