@@ -51,16 +51,14 @@ def measure(args: argparse.Namespace, overrides: list[str]) -> int:
     from benchmark import load_config
     from presto.config import validate_sampler
     from presto.runner.run import engine_from_config
-    from presto.samplers.multitry import DEFAULT_TEMPERATURES, validate_multitry_options
+    from presto.samplers import build_kernel
+    from presto.samplers.multitry import DEFAULT_TEMPERATURES
 
     _, cfg = load_config(overrides)
     sampler = validate_sampler(cfg)  # before the engine loads: a bad sampler option is one line
     tau = sampler.tau
-    # The temperatures a MultiTryMH run would record: its own with sampler=multitry, else the default set.
-    temperatures = DEFAULT_TEMPERATURES
-    if sampler.name == "multitry":
-        options = sampler.options
-        _, temperatures = validate_multitry_options(options.get("num_candidates", 4), options.get("temperatures"))
+    # The temperatures a MultiTryMH run would record: its kernel's with sampler=multitry, else the default set.
+    temperatures = build_kernel(sampler).temperatures if sampler.name == "multitry" else DEFAULT_TEMPERATURES
     engine = engine_from_config(cfg)
     try:
         timings(engine, args, cfg, tau, temperatures)
