@@ -181,8 +181,9 @@ def replay_rounds(records: Iterable[dict[str, Any]], n_pf: list[int], predictor)
     for record in records:
         tree, accept, logged, cap, cut_short = replay_tree(record, max_budget)
         rounds += 1
-        if (record.get("plan") or {}).get("predictor"):
-            planned_with.add(record["plan"]["predictor"])
+        fingerprint = (record.get("plan") or {}).get("predictor")
+        if fingerprint:
+            planned_with.add(fingerprint)
         truncated += cut_short
         realized += int(record.get("realized", 0))
         without_call += record.get("model_call") is False
