@@ -88,14 +88,7 @@ def parse_args(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     parser.add_argument("--samplers", nargs="+", default=None, help="samplers (default: the config's)")
     parser.add_argument("--out", type=Path, default=None, help="JSON file for the figures")
     own, overrides = split_overrides(argv)
-    args = parser.parse_args(own)
-    if args.n_pf is not None and min(args.n_pf) < 1:
-        parser.error(f"--n-pf values must be >= 1, got {min(args.n_pf)}")
-    if args.traversals is not None and "sequential" in args.traversals:
-        parser.error(
-            f"--traversals lists PreSTO traversals (bfs, predictive, {CLAIRVOYANT}); the sequential chain always runs"
-        )
-    return args, overrides
+    return parser.parse_args(own), overrides
 
 
 DEFAULT_BUDGETS = [5, 10, 20]
@@ -126,6 +119,9 @@ def choose_settings(args: argparse.Namespace, overrides: list[str]) -> list[str]
     """
     from presto.config import ConfigError
 
+    for dest in ("n_pf", "traversals"):  # the options' values, checked as the overrides' are below
+        if getattr(args, dest) is not None:
+            check_setting(dest, getattr(args, dest), "--" + dest.replace("_", "-"))
     rest = []
     for override in overrides:
         key, _, value = override.partition("=")
@@ -146,10 +142,7 @@ def choose_settings(args: argparse.Namespace, overrides: list[str]) -> list[str]
                 values = [int(v) for v in values]
             except ValueError:
                 raise ConfigError(f"{override}: budgets are integers >= 1 ({option} N [N ...])") from None
-            if min(values) < 1:
-                raise ConfigError(f"{override}: budgets must be >= 1")
-        if dest == "traversals" and "sequential" in values:
-            raise ConfigError(f"{override}: the sequential chain always runs; choose PreSTO traversals")
+        check_setting(dest, values, override)
         setattr(args, dest, values)
     args.n_pf = args.n_pf or DEFAULT_BUDGETS
     args.traversals = args.traversals or DEFAULT_TRAVERSALS
@@ -158,6 +151,24 @@ def choose_settings(args: argparse.Namespace, overrides: list[str]) -> list[str]
     args.traversals = list(dict.fromkeys(args.traversals))
     args.samplers = None if args.samplers is None else list(dict.fromkeys(args.samplers))
     return rest
+
+
+def check_setting(dest: str, values: list, source: str) -> None:
+    """The one check of the budgets or traversals, whether an option or an override gave them."""
+    from presto.config import ConfigError
+
+    if dest == "n_pf" and min(values) < 1:
+        raise ConfigError(f"{source}: budgets must be integers >= 1, got {min(values)}")
+    if dest != "traversals":
+        return
+    from presto.prefetch.traversal import TRAVERSALS
+
+    known = sorted([*TRAVERSALS.names(), CLAIRVOYANT])
+    if "sequential" in values:
+        raise ConfigError(f"{source}: the sequential chain always runs; list PreSTO traversals ({', '.join(known)})")
+    unknown = [name for name in values if name not in known]
+    if unknown:
+        raise ConfigError(f"{source}: {unknown[0]} is not a PreSTO traversal; choose from {', '.join(known)}")
 
 
 def option_override(override: str) -> tuple[str, str] | None:
@@ -300,15 +311,12 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     from presto.samplers.chain import BlockSchedule, SequentialStepper
 
     overrides = with_default_engine(overrides)
-    check_group_choices(PROJECT_ROOT / "conf", overrides)
+    # The settings' overrides first: traversal=clairvoyant, like --traversals clairvoyant, is no config choice.
     hydra_overrides = choose_settings(args, overrides)
+    check_group_choices(PROJECT_ROOT / "conf", hydra_overrides)
     if args.samplers:
         check_group_choices(PROJECT_ROOT / "conf", [f"sampler={name}" for name in args.samplers])
     rules = [name for name in args.traversals if name != CLAIRVOYANT]
-    known = sorted([*TRAVERSALS.names(), CLAIRVOYANT])
-    for name in rules:
-        if name not in TRAVERSALS:
-            raise ConfigError(f"--traversals {name}: not a PreSTO traversal; choose from {', '.join(known)}")
     samplers = args.samplers or [compose([o for o in hydra_overrides if option_override(o) is None]).sampler.name]
     baselines = [name for name in samplers if name in BASELINES]
     if baselines:

@@ -70,10 +70,14 @@ def test_oracle_bound_shows_progress_over_rounds(bfs_run, monkeypatch, capsys):
 @pytest.mark.parametrize(
     ("args", "message"),
     [
-        (("--n-pf", "0"), "--n-pf values must be >= 1"),
-        (("--n-pf", "-2"), "--n-pf values must be >= 1"),
+        (("--n-pf", "0"), "--n-pf: budgets must be integers >= 1, got 0"),
+        (("--n-pf", "3", "-2"), "--n-pf: budgets must be integers >= 1, got -2"),
         (("--traversals", "sequential"), "the sequential chain always runs"),
-        (("--traversals", "bfs", "dfs"), "--traversals dfs: not a PreSTO traversal; choose from bfs, clairvoyant,"),
+        (("--traversals", "bfs", "dfs"), "--traversals: dfs is not a PreSTO traversal; choose from bfs, clairvoyant,"),
+        # The overrides that stand for those options get the same checks, naming the override.
+        (("budget.n_pf=3,-2",), "budget.n_pf=3,-2: budgets must be integers >= 1, got -2"),
+        (("traversal=bfs,sequential",), "traversal=bfs,sequential: the sequential chain always runs"),
+        (("traversal=dfs",), "traversal=dfs: dfs is not a PreSTO traversal; choose from bfs, clairvoyant,"),
         (("--samplers", "best_of_n"), "sampler=best_of_n is a test-time baseline"),
         (("no_such_key=1",), "Could not override 'no_such_key'"),
         (("sampler.steps=x",), "sampler.steps must be an integer"),

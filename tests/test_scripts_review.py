@@ -167,6 +167,13 @@ def test_benchmark_takes_budget_and_traversal_overrides_as_its_settings(table, t
     assert rows_of(out) == [("powermh", "sequential", 1), ("powermh", "predictive", 3)]
 
 
+def test_benchmark_takes_the_clairvoyant_as_an_override_as_it_does_as_an_option(table, tmp_path):
+    # Was: "traversal=clairvoyant is not an option" (checked as a config group choice, which it is not).
+    out = tmp_path / "b.json"
+    assert call_script(benchmark, *small(table), "budget.n_pf=2", "traversal=clairvoyant", "--out", out) == 0
+    assert rows_of(out) == [("powermh", "sequential", 1), ("powermh", "clairvoyant", 2)]
+
+
 @pytest.mark.parametrize(
     "args, message",
     [
