@@ -76,7 +76,7 @@ def test_sampled_path_has_one_edge_per_realized_transition_and_follows_the_chain
     """Every round's blue path is the chain's own accept/reject sequence, depth-capped rounds included."""
     run = load_run(runs / "b_bfs6")
     steps = int(run.summary["steps"])
-    accepts = {(r["prompt_id"], r["chain"]): r["accepts"] for r in run.chains}
+    accepts = {(r["prompt_id"], r["chain"]): r["accepts"] for r in run.full_chains()}  # load_run keeps no lists
     capped = 0
     for chain, rounds in run.trees_by_chain.items():
         for tree in rounds:

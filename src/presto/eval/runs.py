@@ -21,7 +21,7 @@ import json
 import math
 import sys
 from array import array
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -144,6 +144,56 @@ def digest_trees(path: Path, keep: int = 0) -> TreeDigest:
     return TreeDigest(rounds, acceptance, first, lines, keep)
 
 
+class NotKept:
+    """Stands in a loaded chain record (``RunData.chains``) for a value :func:`load_run` leaves
+    on disk: the text, the token and per-transition lists, any string but the chain's ids.
+
+    One instance per kind of value, so a key a record holds is still there (``key in record``)
+    and reads as no number (``paired_values`` names it), at no cost per chain.
+    ``RunData.full_chains`` reads the records whole.
+    """
+
+    __slots__ = ("kind",)
+
+    def __init__(self, kind: str) -> None:
+        self.kind = kind
+
+    def __repr__(self) -> str:
+        return f"<{self.kind} not kept by load_run>"
+
+
+_NOT_KEPT: dict[str, NotKept] = {}
+# The strings of a chain record that the evaluation reads (pairing, and which prompt tokens it saw).
+CHAIN_IDS = ("prompt_id", "prompt_sha")
+
+
+def compact_chain(record: dict[str, Any]) -> dict[str, Any]:
+    """What the evaluation reads of one chain record, in its key order.
+
+    Every number, bool and null (so any numeric statistic ``compare`` may test), ``prompt_id``
+    and ``prompt_sha`` as they are, and ``call_times_s`` (the per-call times the transition
+    traces read) as an ``array('d')``: the values ``np.asarray(times, dtype=float)`` gives, null
+    as NaN (a list that is no list of numbers stays as it is). Every other value (the text and
+    the extracted answer, the token and per-transition lists, a grading error) is a
+    :class:`NotKept`. A paper-scale record is over 100 KB parsed (3072 token ids, the text,
+    per-transition lists); what is kept is about 2 KB (a dict of its numbers) plus 8 bytes per
+    model call.
+    """
+    kept: dict[str, Any] = {}
+    for key, value in record.items():
+        if value is None or isinstance(value, bool | int | float) or key in CHAIN_IDS:
+            kept[key] = value
+        elif key == "call_times_s" and isinstance(value, list):
+            try:
+                kept[key] = array("d", (math.nan if v is None else v for v in value))
+            except (TypeError, ValueError, OverflowError):  # not numbers: chain_progress sees it as before
+                kept[key] = value
+        else:
+            kind = type(value).__name__
+            kept[key] = _NOT_KEPT.get(kind) or _NOT_KEPT.setdefault(kind, NotKept(kind))  # one per kind
+    return kept
+
+
 @dataclass
 class RunData:
     """One run directory: summary, chain records, and (lazily) what the figures read of the prefetch trees."""
@@ -151,6 +201,10 @@ class RunData:
     path: Path
     summary: dict[str, Any]
     chains: list[dict[str, Any]]
+    """The records of chains.jsonl in file order (a chain recorded twice, by a resumed run, is
+    here twice; ``answers`` keeps its later record). :func:`load_run` keeps of each what the
+    evaluation reads (:func:`compact_chain`: its numbers, ids and per-call times);
+    ``full_chains`` reads the records whole."""
     _tree_digest: TreeDigest | None = field(default=None, init=False, repr=False, compare=False)
 
     def tree_digest(self, keep_rounds: int = 0) -> TreeDigest:
@@ -160,6 +214,12 @@ class RunData:
         if digest is None or (keep_rounds > digest.keep and digest.first_total > digest.keep):
             digest = self._tree_digest = digest_trees(self.path / "trees.jsonl", keep_rounds)
         return digest
+
+    def full_chains(self) -> Iterator[dict[str, Any]]:
+        """The records of chains.jsonl whole (tokens, text, per-transition lists), read from disk
+        one at a time on each call, with ``iter_jsonl``'s rules for torn and damaged lines.
+        ``chains`` holds only what the evaluation reads of them."""
+        return iter_jsonl(self.path / "chains.jsonl")
 
     @cached_property
     def trees(self) -> list[dict[str, Any]]:
@@ -351,8 +411,11 @@ def load_run(path: str | Path) -> RunData:
     """Read a finished (or interrupted) run directory; needs summary.json and chains.jsonl.
 
     FileNotFoundError when ``path`` holds no summary.json; RunReadError (a ValueError) when
-    summary.json is not a JSON object or a chain record lacks what pairing needs. A torn
-    line in chains.jsonl (a run killed mid-write) is skipped.
+    summary.json is not a JSON object or a chain record lacks what pairing needs. chains.jsonl
+    is read a line at a time (``iter_jsonl``: a torn last line, from a run killed mid-write, is
+    skipped; a damaged line elsewhere is skipped with a warning), and of each record only what
+    the evaluation reads is kept (:func:`compact_chain`; ``RunData.full_chains`` reads them whole):
+    a paper-scale run's records would take hundreds of MB parsed.
     """
     path = Path(path)
     summary_path = path / "summary.json"
@@ -369,12 +432,13 @@ def load_run(path: str | Path) -> RunData:
     if not isinstance(summary, dict):
         raise RunReadError(f"{summary_path} is not a run summary (a JSON object), got {type(summary).__name__}")
     chains_path = path / "chains.jsonl"
+    chains = []
     try:
-        chains = read_jsonl(chains_path)
+        for number, record in enumerate(iter_jsonl(chains_path), 1):
+            _check_chain(record, f"{chains_path}: record {number}")
+            chains.append(compact_chain(record))
     except (OSError, UnicodeDecodeError) as err:
         raise RunReadError(f"{chains_path} cannot be read: {err}") from None
-    for number, record in enumerate(chains, 1):
-        _check_chain(record, f"{chains_path}: record {number}")
     return RunData(path, summary, chains)
 
 
