@@ -38,6 +38,8 @@ def check_group_choices(conf_dir: Path, overrides: list[str]) -> None:
         if override.startswith("-") or "=" not in override:
             continue
         key, _, value = override.lstrip("+~").partition("=")
+        if key.split(".", 1)[0] == "sweeps" and (conf_dir / "sweeps").is_dir():
+            fail(_not_a_group(conf_dir / "sweeps", key, value))
         if key not in groups or value.startswith(_SPECIAL_PREFIXES) or value == "":
             continue
         options = sorted(p.stem for p in (conf_dir / key).glob("*.yaml"))
@@ -46,6 +48,22 @@ def check_group_choices(conf_dir: Path, overrides: list[str]) -> None:
         for option in value.split(","):
             if option not in options:
                 fail(f"{key}={option} is not an option; choose one of: {', '.join(options)}")
+
+
+def _not_a_group(sweeps_dir: Path, key: str, value: str) -> str:
+    """Why ``sweeps=NAME`` is no override: conf/sweeps/ holds W&B sweep files (Hydra's advice to add the
+    group with ``+`` composes one into the run config, where its ``${env}`` fails with a traceback)."""
+    files = sorted(p.stem for p in sweeps_dir.glob("*.yaml"))
+    name = value if value in files else (files[0] if files else "NAME")
+    hydra_form = ""
+    with contextlib.suppress(Exception):  # the Hydra equivalent of a grid sweep file, where it reads as one
+        parameters = OmegaConf.to_container(OmegaConf.load(sweeps_dir / f"{name}.yaml"))["parameters"]
+        lists = [f"{k}={','.join(str(v) for v in spec['values'])}" for k, spec in parameters.items()]
+        hydra_form = f", or the same sweep with Hydra: -m {' '.join(lists)}" if lists else ""
+    return (
+        f"{key}={value}: conf/sweeps/ holds W&B sweep files ({', '.join(files)}), not a config group; run "
+        f"`wandb sweep conf/sweeps/{name}.yaml` then `wandb agent ENTITY/PROJECT/SWEEP_ID`{hydra_form}"
+    )
 
 
 # Options of Hydra's command line and how many values each takes (hydra-core 1.3): None = one,
@@ -97,12 +115,42 @@ def split_options(argv: list[str]) -> tuple[list[str], list[str]]:
     return options, overrides
 
 
+def _mode(argv: list[str]) -> str:
+    """``multirun`` (-m), ``print`` (only prints: --cfg, --info, --help, ...) or ``run``."""
+    options, _ = split_options(argv)
+    names = {token.split("=", 1)[0] for token in options}
+    if names & {"-m", "--multirun"}:
+        return "multirun"
+    printing = {"-c", "--cfg", "-i", "--info", "-h", "--help", "--hydra-help", "--version", "-sc", "--shell-completion"}
+    return "print" if names & printing else "run"
+
+
 def check_output_dirs(argv: list[str]) -> None:
-    """An output directory that is an existing file would fail inside Hydra with a traceback."""
+    """An output directory that is an existing file would fail inside Hydra with a traceback.
+
+    And one the mode does not read would be ignored without a word, the outputs going to the
+    project's default directory: a run writes to ``hydra.run.dir``, the jobs of a sweep (``-m``)
+    to ``hydra.sweep.dir``/N. (Given both, the one the mode does not read is left alone: a
+    command line may carry both.)
+    """
+    given = set()
     for token in argv:
         key, _, value = token.lstrip("+").partition("=")
-        if key in ("hydra.run.dir", "hydra.sweep.dir") and value and Path(value).expanduser().is_file():
-            fail(f"{key}={value} is a file; give a directory")
+        if key in ("hydra.run.dir", "hydra.sweep.dir") and value:
+            given.add(key)
+            if Path(value).expanduser().is_file():
+                fail(f"{key}={value} is a file; give a directory")
+    mode = _mode(argv)
+    if mode == "multirun" and given == {"hydra.run.dir"}:
+        fail(
+            "hydra.run.dir is not used with -m: job N of a sweep writes to hydra.sweep.dir/N; "
+            "pass hydra.sweep.dir=DIR instead (or drop -m for a single run)"
+        )
+    if mode == "run" and given == {"hydra.sweep.dir"}:
+        fail(
+            "hydra.sweep.dir is used only with -m (the jobs of a sweep): a single run writes to "
+            "hydra.run.dir; pass hydra.run.dir=DIR instead (or add -m for a sweep)"
+        )
 
 
 def check_overrides(conf_dir: Path, argv: list[str], config_name: str = "config") -> None:
@@ -162,10 +210,20 @@ def check_overrides(conf_dir: Path, argv: list[str], config_name: str = "config"
 
 
 def check_launcher(argv: list[str]) -> None:
-    """``launcher=slurm`` off a Slurm cluster would fail inside submitit with a traceback."""
+    """``launcher=slurm`` off a Slurm cluster would fail inside submitit with a traceback.
+
+    And a launcher places the jobs of a sweep: without ``-m`` Hydra ignores it and the run goes
+    ahead in this process (with ``launcher=slurm``, on a cluster's login node).
+    """
     import shutil
 
     _, overrides = split_options(argv)
+    launcher = next((o for o in overrides if o.lstrip("+").split("=", 1)[0] == "launcher"), None)
+    if launcher is not None and _mode(argv) == "run":
+        fail(
+            f"{launcher.lstrip('+')} runs the jobs of a sweep, and without -m this is a single run in this "
+            "process: add -m (e.g. -m budget.n_pf=8,12,20), or drop the launcher"
+        )
     if "launcher=slurm" in overrides and shutil.which("srun") is None:
         fail(
             "launcher=slurm needs Slurm (no srun on PATH): run the sweep on a cluster's login node, "
@@ -327,6 +385,69 @@ def release_job_state(err: BaseException) -> None:
         pending += [err.__cause__, err.__context__]
 
 
+def unused_options(cfg: DictConfig, overrides: list[str]) -> list[str]:
+    """Notices for what this run does not use of what was given: an option dropped without a word
+    looks like one in effect (a -m sweep over traversals runs a baseline once per traversal).
+
+    ``cfg``: the validated run config; ``overrides``: the command line's (a sweep job's own, its
+    swept values included).
+    """
+    from presto.baselines import BASELINES
+
+    if not isinstance(cfg, DictConfig):  # no composed config (execute driven by hand): nothing to compare
+        return []
+
+    given: dict[str, str] = {}
+    for override in overrides:
+        given[override.lstrip("+~").split("=", 1)[0]] = override.lstrip("+")  # the last one given wins, as in Hydra
+
+    def named(*keys: str) -> list[str]:
+        """The overrides given of these keys, a group's (``traversal``) naming its own keys too."""
+        return [text for key, text in given.items() if key in keys or key.split(".", 1)[0] in keys]
+
+    notices = []
+    sampler = OmegaConf.select(cfg, "sampler.name")
+    if sampler in BASELINES:
+        keys = ["traversal", "budget", "sampler.steps"]
+        if sampler != "power_smc":  # Power-SMC grows its answers in blocks of sampler.block_size
+            keys.append("sampler.block_size")
+        unused = named(*keys)
+        if unused:
+            notices.append(
+                f"sampler={sampler} is a test-time baseline (whole answers, no MH transitions or prefetch): "
+                f"{', '.join(unused)} {'is' if len(unused) == 1 else 'are'} not used "
+                '(its summary says "traversal": "none")'
+            )
+    elif OmegaConf.select(cfg, "traversal.name") == "sequential" and named("budget"):
+        unused = named("budget")
+        notices.append(
+            f"traversal=sequential makes one model call per transition: {', '.join(unused)} "
+            f"{'is' if len(unused) == 1 else 'are'} not used "
+            '(its summary says "n_pf": 1)'
+        )
+    if OmegaConf.select(cfg, "engine.name") == "toy":
+        dataset = OmegaConf.select(cfg, "dataset.name")
+        if dataset not in (None, "toy"):
+            notices.append(
+                f"engine=toy has no tokenizer: every chain starts from an empty prompt, not one of "
+                f"dataset={dataset}, and its text is token ids, so its grades mean nothing (dataset=toy is the "
+                "toy engine's)"
+            )
+        models = [text for key, text in given.items() if key.split(".", 1)[0] == "model" and text != "model=toy"]
+        if models:
+            notices.append(f"engine=toy serves its table (engine.table), not a model: {', '.join(models)} is not used")
+    return notices
+
+
+def _task_overrides() -> list[str]:
+    from hydra.core.hydra_config import HydraConfig
+
+    try:
+        return list(HydraConfig.get().overrides.task)
+    except ValueError:  # "HydraConfig was not set": execute called outside a Hydra job, no command line
+        return []
+
+
 def execute(cfg: DictConfig) -> float | None:
     """Validate, run, print the summary; return the metric a sweeper minimizes (call time)."""
     from presto.config import validate
@@ -336,6 +457,8 @@ def execute(cfg: DictConfig) -> float | None:
     terminate_like_interrupt()
     try:
         validate(cfg)
+        for notice in unused_options(cfg, _task_overrides()):
+            print(f"notice: {notice}", file=sys.stderr)
         from presto.runner.run import run
 
         summary = run(cfg, run_dir)

@@ -187,6 +187,12 @@ def validate(cfg: DictConfig) -> RunSettings:
         if not Path(str(table)).is_file():
             raise ConfigError(f"engine.table: no such file {table}")
     validate_engine(cfg, engine)
+    if engine in ("hf", "vllm") and str(OmegaConf.select(cfg, "model.path", default=None)) == "none":
+        # conf/model/toy.yaml: without this the run loads the dataset, then names model.path='none'
+        raise ConfigError(
+            f"model=toy has no model files (it is engine=toy's); engine={engine} needs a model: "
+            "model=smollm2 or model.path=DIR (a Hugging Face folder) or a .gguf file"
+        )
     validate_dataset(cfg)
     traversal_options = {k: v for k, v in OmegaConf.to_container(cfg.traversal, resolve=True).items() if k != "name"}
     if traversal in ("sequential", "bfs"):  # rules without options: a key given to them is a mistake

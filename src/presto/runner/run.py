@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -189,12 +189,13 @@ def merge_engine_metrics(previous: dict[str, Any], current: dict[str, float], ca
 
 
 @contextlib.contextmanager
-def _call_times(engine: Engine) -> Iterator[list[float]]:
+def _call_times(engine: Engine, on_call: Callable[[int], None] | None = None) -> Iterator[list[float]]:
     """Collect the counted time of each model call made inside the block, in order.
 
     Per-call times let plots draw cumulative call time against transitions for any
     stepper (the sequential one has no per-round hook). The engine's own accounting is
-    read, so the list sums to exactly the chain's ``call_time_s``.
+    read, so the list sums to exactly the chain's ``call_time_s``. ``on_call(n)`` is told
+    after each counted call how many the block has made.
     """
     times: list[float] = []
     generate = engine.generate
@@ -204,6 +205,8 @@ def _call_times(engine: Engine) -> Iterator[list[float]]:
         results = generate(requests)
         if engine.stats.calls > calls:
             times.append(engine.stats.call_time_s - seconds)
+            if on_call is not None:
+                on_call(len(times))
         return results
 
     engine.generate = timed  # instance attribute: shadows the method for this chain only
@@ -247,6 +250,27 @@ def check_resumed_prompts(prompts: Mapping[str, Sequence[int]], records: list[di
                 "were sampled from (the dataset, its file or the model's tokenizer changed); "
                 "use another output directory"
             )
+
+
+def check_resumed_extent(
+    settings: RunSettings, problems: Sequence[Problem], records: list[dict], run_dir: Path
+) -> None:
+    """Refuse to resume with fewer prompts or chains than the directory's finished chains cover.
+
+    The summary counts every finished chain: with a lower ``dataset.num_prompts`` or
+    ``run.chains_per_prompt`` it would count chains beyond the run's own (more chains than
+    ``expected_chains``, yet ``complete``), under a config.yaml rewritten with the lower values.
+    """
+    ids, chains = {problem.problem_id for problem in problems}, settings.chains_per_prompt
+    outside = [r for r in records if r.get("prompt_id") not in ids or int(r.get("chain", 0)) >= chains]
+    if outside:
+        first = outside[0]
+        raise ConfigError(
+            f"run.resume=true with dataset.num_prompts={settings.num_prompts} run.chains_per_prompt="
+            f"{settings.chains_per_prompt}, but {run_dir} holds {len(outside)} finished chains outside them "
+            f"(prompt {first.get('prompt_id')} chain {first.get('chain')}), which its summary would count: resume "
+            "with the values in its config.yaml (or more), or use another output directory"
+        )
 
 
 def check_engine_serves(
@@ -314,17 +338,19 @@ def sample_chain(
     schedule: BlockSchedule,
     *,
     rescore: bool = False,
+    on_call: Callable[[int], None] | None = None,
 ) -> dict[str, Any]:
     """Run one chain and return its chains.jsonl record (graded when the task can).
 
     ``rescore=True`` adds ``loglik_rescored``/``confidence_rescored`` from a fresh p0 pass
     (``Engine.score``), which is not a model call and is excluded from the call counts.
+    ``on_call(n)``: told after each model call of the chain that it has made n (progress).
     """
     prompt_ids = encode_prompt(engine, task, problem)
     before = engine.stats.snapshot()
     start = time.perf_counter()
     key = ChainKey(seed, problem.index, chain)
-    with _call_times(engine) as call_times:
+    with _call_times(engine, on_call) as call_times:
         if isinstance(kernel, Kernel):
             state, trace = run_chain(kernel, engine, stepper, prompt_ids, key, schedule)
         else:  # a test-time baseline (presto.baselines): it samples a whole answer itself
@@ -479,6 +505,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         )
         if settings.resume:
             check_resumed_prompts(prompts, list(writer.previous))
+            check_resumed_extent(settings, problems, list(writer.previous), run_dir)
         previous_summary: dict[str, Any] = {}
         if settings.resume and writer.summary_path.exists():
             previous_summary = json.loads(writer.summary_path.read_text())
@@ -513,6 +540,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     jobs = [(problem, chain) for problem, chain in every if (problem.problem_id, chain) not in done]
     start = time.perf_counter()
     progress = _progress(len(expected), len(expected) - len(jobs), settings.progress)
+    show_calls = _calls_in_flight(progress) if settings.progress else None
     try:
         for problem, chain in jobs:
             round_counter = iter(range(10**9))
@@ -532,6 +560,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
                 settings.seed,
                 schedule,
                 rescore=settings.rescore,
+                on_call=show_calls,
             )
             writer.flush_trees()
             slim = summary_fields(record)
@@ -551,9 +580,12 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
                     f"they are kept ungraded in {writer.chains_path}: fix the grader, then resume this run "
                     "(run.resume=true, same directory) to grade them and continue"
                 )
-            progress.update(1)
+            progress.postfix_items.pop("chain_calls", None)  # the chain is done
             if settings.sampler.name not in BASELINES:  # a baseline makes no MH transitions
-                progress.set_postfix(transitions_per_call=f"{transitions / max(1, calls):.2f}")
+                progress.postfix_items["transitions_per_call"] = f"{transitions / max(1, calls):.2f}"
+            progress.set_postfix(progress.postfix_items, refresh=False)
+            progress.update(1)
+            progress.refresh()
     finally:
         progress.close()
         wall_time = previous_summary_time + time.perf_counter() - start
@@ -577,7 +609,36 @@ def announce_predictor(traversal: Traversal | None) -> None:
 
 
 def _progress(total: int, done: int, enabled: bool):
-    """Chains of the whole run; a resumed run starts at the chains it already has."""
+    """Chains of the whole run; a resumed run starts at the chains it already has.
+
+    ``postfix_items``: what the bar shows after its counts (the run's transitions per call,
+    the model calls of the chain in flight).
+    """
     from tqdm import tqdm
 
-    return tqdm(total=total, initial=done, desc="chains", unit="chain", disable=not enabled, dynamic_ncols=True)
+    bar = tqdm(total=total, initial=done, desc="chains", unit="chain", disable=not enabled, dynamic_ncols=True)
+    bar.postfix_items = {}
+    return bar
+
+
+IN_FLIGHT_EVERY_S = 1.0
+"""The bar shows the chain in flight's model calls at its first call and then at most this often."""
+
+
+def _calls_in_flight(progress) -> Callable[[int], None]:
+    """An ``on_call`` that shows the chain in flight's model calls on the bar (``chain_calls=N``).
+
+    A chain at paper scale (n = 1024, K = 100) runs for many minutes on a CPU, and the bar
+    counts finished chains only: without this it would sit at 0/N, its clock stopped, for all
+    of that time.
+    """
+    shown = [0.0]
+
+    def on_call(calls: int) -> None:
+        now = time.monotonic()
+        if calls == 1 or now - shown[0] >= IN_FLIGHT_EVERY_S:
+            shown[0] = now
+            progress.postfix_items["chain_calls"] = calls
+            progress.set_postfix(progress.postfix_items)
+
+    return on_call
