@@ -193,7 +193,7 @@ def test_a_resume_drops_unfinished_rounds_without_reading_trees_jsonl_whole(tmp_
 
 def test_the_writer_hands_over_earlier_chains_once_and_still_knows_which_are_finished(tmp_path):
     """take_previous frees the earlier session's records; finished() keeps every chain, new ones too."""
-    from presto.runner.outputs import RunWriter
+    from presto.runner.outputs import DELETE, RunWriter, read_jsonl
 
     run_dir = tmp_path / "run"
     _write_long_run(run_dir, rounds=2, finished_chains=2)
@@ -205,10 +205,61 @@ def test_the_writer_hands_over_earlier_chains_once_and_still_knows_which_are_fin
         assert writer.finished() == {("p", 0), ("p", 1)}  # not emptied with the records
         writer.append_chain({"prompt_id": "q", "chain": 0})
         assert writer.finished() == {("p", 0), ("p", 1), ("q", 0)}
-        writer.rewrite_chains(taken[:1])
-        assert writer.finished() == {("p", 0)}  # what chains.jsonl now holds
+        writer.amend_chains({("p", 1): {"loglik": -1.5, "accepts": DELETE}})
+        assert writer.finished() == {("p", 0), ("p", 1), ("q", 0)}  # amending drops no chain
+        writer.append_chain({"prompt_id": "q", "chain": 1})  # appends go to the rewritten file
     finally:
         writer.close()
+    assert read_jsonl(run_dir / "chains.jsonl") == [
+        {"prompt_id": "p", "chain": 0, "accepts": [1], "transitions": 1},
+        {"prompt_id": "p", "chain": 1, "transitions": 1, "loglik": -1.5},
+        {"prompt_id": "q", "chain": 0},
+        {"prompt_id": "q", "chain": 1},
+    ]
+
+
+def test_a_resume_keeps_what_the_run_needs_of_earlier_chains_not_their_records(tmp_path):
+    """Earlier chains at paper scale (3072 token ids, the text, per-transition lists): a resume
+    used to parse chains.jsonl whole and hold every record until the run took them."""
+    from presto.runner.outputs import RunWriter, dumps, read_jsonl
+    from presto.runner.run import resume_fields
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    record = {
+        "prompt_id": "p",
+        "prompt_sha": "abc",
+        "tokens": list(range(3072)),
+        "text": "x" * 12000,
+        "accepts": [1, 0] * 48,
+        "log_accepts": [-0.5] * 96,
+        "transitions": 96,
+        "model_calls": 20,
+        "call_time_s": 2.5,
+        "loglik": -3.0,
+        "confidence": 0.5,
+        "correct": None,
+    }
+    lines = [dumps({**record, "chain": c, **({"grade_error": "boom"} if c == 7 else {})}) + "\n" for c in range(200)]
+    (run_dir / "chains.jsonl").write_text("".join(lines) + lines[0][:100])  # and a torn last line
+    size = (run_dir / "chains.jsonl").stat().st_size
+    writer, peak = _peak_bytes(lambda: RunWriter(run_dir, resume=True, keep=resume_fields))
+    try:
+        assert peak < size / 10, f"resuming read {peak / 1e6:.1f} MB for a {size / 1e6:.1f} MB chains.jsonl"
+        previous = writer.take_previous()
+    finally:
+        writer.close()
+    assert (run_dir / "chains.jsonl").read_text() == "".join(lines)  # the torn line dropped, the rest as it was
+    assert len(previous) == 200 and all("tokens" not in r and "accepts" not in r for r in previous)
+    assert previous[3] == {
+        **{k: record[k] for k in ("prompt_id", "transitions", "model_calls", "call_time_s", "loglik", "confidence")},
+        "chain": 3,
+        "correct": None,
+        "accepted": 48,
+        "prompt_sha": "abc",
+    }
+    assert previous[7]["text"] == record["text"] and previous[7]["grade_error"] == "boom"  # to grade it again
+    assert len(read_jsonl(run_dir / "chains.jsonl")) == 200
 
 
 def test_the_wandb_logger_counts_logged_rounds_without_reading_trees_jsonl_whole(tmp_path):

@@ -8,7 +8,7 @@ import math
 import os
 import signal
 import sys
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, TextIO
@@ -141,6 +141,10 @@ def signals_held(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> 
         signal.pthread_sigmask(signal.SIG_SETMASK, previous)
 
 
+DELETE = object()
+"""A value of :meth:`RunWriter.amend_chains` that removes its key from the record."""
+
+
 def _chain_key(record: dict[str, Any]) -> tuple[str, int]:
     return str(record.get("prompt_id")), int(record.get("chain", -1))
 
@@ -158,7 +162,12 @@ class RunWriter:
                 "directory (hydra.run.dir; hydra.sweep.dir with -m)"
             )
 
-    def __init__(self, run_dir: Path, resume: bool) -> None:
+    def __init__(
+        self, run_dir: Path, resume: bool, keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+    ) -> None:
+        """``keep``: what the run needs of each chain an earlier session finished (``previous``);
+        the records whole without it. A paper-scale record is over 100 KB parsed (its tokens,
+        text and per-transition lists), so a resumed run of thousands of chains keeps less."""
         self.run_dir = run_dir
         self.chains_path = run_dir / "chains.jsonl"
         self.trees_path = run_dir / "trees.jsonl"
@@ -166,19 +175,27 @@ class RunWriter:
         self.check(run_dir, resume)
         run_dir.mkdir(parents=True, exist_ok=True)
         self._lock = _exclusive_lock(run_dir)
-        # The chains an earlier session finished: kept until the run takes them (take_previous).
-        self.previous: list[dict[str, Any]] = read_jsonl(self.chains_path) if resume else []
+        # The chains an earlier session finished (as ``keep`` reduces them), until the run takes them.
+        self.previous: list[dict[str, Any]] = []
+        if resume:
+            # Rewritten a record at a time, dropping a torn last line so appends start on a clean
+            # line; then the rounds of chains that did not finish: they run again from their
+            # start and log those rounds anew.
+            write_lines_atomic(self.chains_path, self._read_previous(keep))
         self._finished = {_chain_key(r) for r in self.previous}
         if resume:
-            # Drop a torn last line so appends start on a clean line, and the rounds of chains
-            # that did not finish: they run again from their start and log those rounds anew.
             finished = self.finished()
             trees = (dumps(t) + "\n" for t in iter_jsonl(self.trees_path) if _chain_key(t) in finished)
-            write_text_atomic(self.chains_path, "".join(dumps(r) + "\n" for r in self.previous))
             write_lines_atomic(self.trees_path, trees)  # streamed: a long run's trees.jsonl is GBs
         self._chains: TextIO = self.chains_path.open("a")
         # A new run starts its tree log afresh (an earlier attempt may have died before any chain finished).
         self._trees: TextIO = self.trees_path.open("a" if resume else "w")
+
+    def _read_previous(self, keep: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Iterator[str]:
+        """chains.jsonl's lines, rewritten, as its records are read into ``previous``."""
+        for record in iter_jsonl(self.chains_path):
+            self.previous.append(record if keep is None else keep(record))
+            yield dumps(record) + "\n"
 
     def finished(self) -> set[tuple[str, int]]:
         """The (prompt_id, chain) of every chain in chains.jsonl, this session's appended ones too."""
@@ -187,18 +204,29 @@ class RunWriter:
     def take_previous(self) -> list[dict[str, Any]]:
         """Hand over the earlier session's chain records and forget them here.
 
-        The run keeps only each chain's summary figures; a full record (tokens, text, per-transition
-        lists) is tens of KB at paper scale, so the writer must not hold them for the whole run.
+        The run keeps only each chain's summary figures, so the writer must not hold even the
+        reduced records for the whole run.
         """
         records, self.previous = self.previous, []
         return records
 
-    def rewrite_chains(self, records: list[dict[str, Any]]) -> None:
-        """Replace chains.jsonl by ``records`` (atomically), and append to the new file from now on."""
+    def amend_chains(self, changes: Mapping[tuple[str, int], Mapping[str, Any]]) -> None:
+        """Rewrite chains.jsonl (atomically, a record at a time) with ``changes[(prompt_id, chain)]``
+        applied to those chains' records (a value :data:`DELETE` removes its key), and append to
+        the new file from now on."""
         self._chains.close()  # its handle points at the file the rename replaces
-        write_text_atomic(self.chains_path, "".join(dumps(r) + "\n" for r in records))
+
+        def amended() -> Iterator[str]:
+            for record in iter_jsonl(self.chains_path):
+                for key, value in changes.get(_chain_key(record), {}).items():
+                    if value is DELETE:
+                        record.pop(key, None)
+                    else:
+                        record[key] = value
+                yield dumps(record) + "\n"
+
+        write_lines_atomic(self.chains_path, amended())
         self._chains = self.chains_path.open("a")
-        self._finished = {_chain_key(r) for r in records}
 
     def append_chain(self, record: dict[str, Any]) -> None:
         self._chains.write(dumps(record) + "\n")

@@ -25,7 +25,7 @@ from presto.baselines import BASELINES, Baseline
 from presto.config import ConfigError, RunSettings, SamplerSettings, describe_differences, flatten, validate
 from presto.engines import Engine, build_engine
 from presto.runner.logging import RunLogger, build_logger
-from presto.runner.outputs import RunWriter, signals_held, write_text_atomic
+from presto.runner.outputs import DELETE, RunWriter, signals_held, write_text_atomic
 from presto.samplers import build_kernel
 from presto.samplers.chain import BlockSchedule, BlockStepper, SequentialStepper, run_chain
 from presto.samplers.kernel import Kernel
@@ -103,6 +103,17 @@ def summary_fields(record: dict[str, Any]) -> dict[str, Any]:
     """
     kept = {key: record[key] for key in SUMMARY_FIELDS if key in record}
     kept["accepted"] = record["accepted"] if "accepted" in record else sum(record["accepts"])
+    return kept
+
+
+def resume_fields(record: dict[str, Any]) -> dict[str, Any]:
+    """What a resumed run keeps of a chain an earlier session finished: :func:`summary_fields`,
+    the prompt's fingerprint (:func:`check_resumed_prompts`) and, where its grading failed, its
+    text (:func:`regrade_failed`); not the tokens or per-transition lists."""
+    kept = summary_fields(record)
+    kept["prompt_sha"] = record.get("prompt_sha")
+    if record.get("grade_error"):
+        kept["text"] = record.get("text")
     return kept
 
 
@@ -309,22 +320,29 @@ def grade_completion(task: Task, problem: Problem, chain: int, text: str) -> tup
         return Grade(None, None, error), error
 
 
-def regrade_failed(records: list[dict[str, Any]], task: Task, problems: Sequence[Problem]) -> int:
-    """Grade again, in place, the finished chains whose grading failed; returns how many it changed."""
+def regrade_failed(
+    records: list[dict[str, Any]], task: Task, problems: Sequence[Problem]
+) -> dict[tuple[str, int], dict[str, Any]]:
+    """Grade again the finished chains whose grading failed (``records`` as :func:`resume_fields`
+    keeps them, updated in place); returns each regraded chain's changes to its chains.jsonl
+    record, for :meth:`RunWriter.amend_chains`."""
     by_id = {problem.problem_id: problem for problem in problems}
-    changed = 0
+    changes: dict[tuple[str, int], dict[str, Any]] = {}
     for record in records:
         problem = by_id.get(record.get("prompt_id"))
         if not record.get("grade_error") or problem is None:
             continue
-        grade, error = grade_completion(task, problem, int(record.get("chain", 0)), record.get("text") or "")
+        chain = int(record.get("chain", 0))
+        grade, error = grade_completion(task, problem, chain, record.get("text") or "")
         if error is None:
-            record.update(correct=grade.correct, extracted=grade.extracted)
+            change = {"correct": grade.correct, "extracted": grade.extracted, "grade_error": DELETE}
+            record["correct"] = grade.correct
             del record["grade_error"]
         else:
+            change = {"grade_error": error}
             record["grade_error"] = error
-        changed += 1
-    return changed
+        changes[(str(record["prompt_id"]), chain)] = change
+    return changes
 
 
 def sample_chain(
@@ -497,7 +515,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         announce_predictor(traversal)
         if settings.rescore and engine.rescore_limits:
             print(f"notice: run.rescore: {engine.rescore_limits}", file=sys.stderr)
-        writer = RunWriter(run_dir, settings.resume)
+        writer = RunWriter(run_dir, settings.resume, keep=resume_fields)
         logger = build_logger(
             OmegaConf.to_container(cfg.logger, resolve=True) if "logger" in cfg else None,
             OmegaConf.to_container(cfg, resolve=True),
@@ -521,8 +539,9 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         raise
     schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
     done = writer.finished()
-    if settings.resume and regrade_failed(writer.previous, task, problems):
-        writer.rewrite_chains(writer.previous)  # the chains whose grader failed, graded again
+    regraded = regrade_failed(writer.previous, task, problems) if settings.resume else {}
+    if regraded:
+        writer.amend_chains(regraded)  # the chains whose grader failed, graded again
     # From here on the run needs only the summary's figures of each chain (see summary_fields).
     records = [summary_fields(r) for r in writer.take_previous()]
     failed_grades = sum(1 for r in records if r.get("grade_error"))
