@@ -24,7 +24,8 @@ So shared-bfs >= oracle >= {predictive, bfs} >= bfs-paper on every round: with s
 requests, BFS already covers what an oracle would choose. Caveats: a replay scores each
 allocation on the roots the logged run visited (a different allocation would visit other
 roots), and nodes missing from the log (run.max_logged_nodes; use 1024 for replays) or
-beyond the logged run's own N_pf count as unavailable; the script reports both.
+beyond the logged run's own N_pf count as unavailable; the script reports both. A truncated
+log keeps the walk's own path, so its BFS and predictive rows can come out too high.
 """
 
 from __future__ import annotations
@@ -271,8 +272,10 @@ def print_table(result: dict[str, Any], n_pf: list[int]) -> None:
     if result["rounds_with_truncated_logs"]:
         print(
             f"warning: {result['rounds_with_truncated_logs']} rounds have candidate nodes missing from the log "
-            "(capped by run.max_logged_nodes); they count as unavailable, lowering every row but bfs-paper's "
-            "waste; rerun with a larger run.max_logged_nodes (e.g. run.max_logged_nodes=1024) for a full replay"
+            "(capped by run.max_logged_nodes); they count as unavailable, which biases every row either way: the "
+            "log always keeps the path the walk took, so bfs and predictive spend their requests on it and can "
+            "come out higher than a full log gives, oracle and shared-bfs lower; rerun with a larger "
+            "run.max_logged_nodes (e.g. run.max_logged_nodes=1024) for a replay that means something"
         )
     if result["rounds_with_fewer_logged_depths_than_max_n_pf"]:
         print(

@@ -33,6 +33,7 @@ def main(cfg: DictConfig) -> float | None:
     print(train.format_metrics(metrics))
     warnings = (
         train.pooling_warning(metrics),
+        train.setting_warning(metrics),
         train.absent_class_warning(metrics),
         train.early_stopping_warning(metrics),
         train.non_finite_warning(metrics),

@@ -44,6 +44,8 @@ class Examples:
     duplicates: int = 0  # feasible nodes dropped as copies of a node read before (another run's)
     # Per (sampler, traversal) of the runs read: runs, examples kept, duplicates dropped.
     composition: tuple[dict[str, Any], ...] = ()
+    # The distinct sampler sections (config.yaml, less sampler.steps) of the runs read, each with its runs.
+    sampler_settings: tuple[dict[str, Any], ...] = ()
 
     @property
     def sample_weights(self) -> np.ndarray:
@@ -62,6 +64,18 @@ class Examples:
         return {name: float(w[self.labels == k].sum() / w.sum()) for k, name in enumerate(CLASSES)}
 
 
+def _first_line_is_json(path: Path) -> bool:
+    """Whether ``path`` starts with a JSON line (or is empty), as a JSON-lines file does."""
+    try:
+        with path.open() as handle:
+            line = handle.readline()
+        if line.strip():
+            json.loads(line)
+    except (OSError, UnicodeDecodeError, ValueError):
+        return False
+    return True
+
+
 def tree_files(paths: Iterable[str | Path]) -> list[Path]:
     """trees.jsonl files of run directories (searched recursively, so sweeps work) or given directly.
 
@@ -72,6 +86,9 @@ def tree_files(paths: Iterable[str | Path]) -> list[Path]:
     seen: set[Path] = set()
     for path in map(Path, paths):
         if path.is_file():
+            if path.suffix != ".jsonl" and not _first_line_is_json(path):
+                # summary.json or config.yaml: every line would be warned about as damaged, then nothing found
+                raise ValueError(f"{path} is not a trees.jsonl file; give its run directory or its trees.jsonl")
             found = [path]
         elif path.is_dir():
             found = sorted(path.rglob("trees.jsonl"))
@@ -110,6 +127,7 @@ class RunInfo:
     sampler: str
     traversal: str
     setting: str | None  # canonical JSON of the decision-relevant config; None: unknown
+    sampler_config: str | None = None  # canonical JSON of config.yaml's sampler section less steps; None: unknown
 
 
 def _load_mapping(path: Path, loader) -> dict[str, Any]:
@@ -119,6 +137,17 @@ def _load_mapping(path: Path, loader) -> dict[str, Any]:
     except (OSError, ValueError, yaml.YAMLError):
         return {}
     return value if isinstance(value, dict) else {}
+
+
+def _canonical(value: Any) -> Any:
+    """``value`` with integral floats as ints, so that sampler.alpha=4 and the default 4.0 are one setting."""
+    if isinstance(value, dict):
+        return {k: _canonical(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_canonical(v) for v in value]
+    if isinstance(value, float) and value.is_integer():
+        return int(value)
+    return value
 
 
 def run_info(trees: Path) -> RunInfo:
@@ -138,9 +167,14 @@ def run_info(trees: Path) -> RunInfo:
             value = config[key]
             if isinstance(value, dict):
                 value = {k: v for k, v in value.items() if k not in SETTING_IGNORED.get(key, ())}
-            decisive[key] = value
+            decisive[key] = _canonical(value)
         setting = json.dumps(decisive, sort_keys=True, default=str)
-    return RunInfo(name("sampler"), name("traversal"), setting)
+    section = config.get("sampler")
+    sampler_config = None
+    if isinstance(section, dict):  # steps (K) sets how long chains run, not what a decision's acceptance is
+        kept = {k: v for k, v in section.items() if k != "steps"}
+        sampler_config = json.dumps(_canonical(kept), sort_keys=True, default=str)
+    return RunInfo(name("sampler"), name("traversal"), setting, sampler_config)
 
 
 def _node_paths(nodes: Sequence[dict[str, Any]]) -> dict[Any, tuple]:
@@ -157,6 +191,27 @@ def _node_paths(nodes: Sequence[dict[str, Any]]) -> dict[Any, tuple]:
 
 
 WEIGHTINGS = ("uniform", "reach")
+
+
+def check_round(record: Any, file: Path, number: int) -> None:
+    """ValueError (one line naming the file and record) unless ``record`` has a round's shape, as far as
+    training reads it: a JSON line of another kind (another tool's file, a damaged one) would otherwise
+    end in a TypeError or a KeyError far from its cause."""
+
+    def bad(why: str) -> ValueError:
+        return ValueError(f"{file}: record {number} is not a prefetch round ({why}); is it a PreSTO trees.jsonl?")
+
+    if not isinstance(record, dict) or not isinstance(record.get("nodes"), list):
+        raise bad("an object with a list of nodes")
+    for node in record["nodes"]:
+        if not isinstance(node, dict) or "id" not in node:
+            raise bad("a node that is not an object with an id")
+        if node.get("feasible") and node.get("features"):
+            if not isinstance(node["features"], dict):
+                raise bad(f"node {node['id']!r} has features that are not an object")
+            log_accept = node.get("log_accept")
+            if log_accept is not None and (isinstance(log_accept, bool) or not isinstance(log_accept, int | float)):
+                raise bad(f"node {node['id']!r} has log_accept {log_accept!r}, not a number")
 
 
 def reaching_probabilities(nodes: Sequence[dict[str, Any]]) -> dict[Any, float]:
@@ -202,6 +257,7 @@ def collect_examples(
     weights: list[float] = []
     seen: set[tuple] = set()
     parts: dict[tuple[str, str], dict[str, Any]] = {}
+    settings: dict[str, dict[str, Any]] = {}
     for file in files:
         info = run_info(file)
         part = parts.setdefault(
@@ -209,7 +265,10 @@ def collect_examples(
             {"sampler": info.sampler, "traversal": info.traversal, "runs": 0, "examples": 0, "duplicates": 0},
         )
         part["runs"] += 1
-        for record in iter_jsonl(file):
+        if info.sampler_config is not None:
+            settings.setdefault(info.sampler_config, {**json.loads(info.sampler_config), "runs": 0})["runs"] += 1
+        for number, record in enumerate(iter_jsonl(file), 1):
+            check_round(record, file, number)
             nodes = record.get("nodes", ())
             reach = reaching_probabilities(nodes) if weighting == "reach" else None
             place = (record.get("prompt_id"), record.get("chain"), record.get("stage"), record.get("transition"))
@@ -237,7 +296,13 @@ def collect_examples(
                 groups.append(str(record.get("prompt_id")))
                 weights.append(1.0 if reach is None else reach.get(node["id"], 0.0))
     if not rows:
-        raise ValueError(f"no feasible tree nodes in {', '.join(map(str, files))}")
+        kinds = sorted({part["traversal"] for part in parts.values()})
+        hint = ""
+        if set(kinds) & {"sequential", "none"}:  # none: a baseline's summary
+            hint = "; sequential runs and baselines prefetch nothing: train on bfs or predictive runs"
+        raise ValueError(
+            f"no feasible tree nodes in {', '.join(map(str, files))} (traversal: {', '.join(kinds)}{hint})"
+        )
     return Examples(
         feature_matrix(rows, feature_names),
         np.asarray(labels, dtype=np.int64),
@@ -247,4 +312,5 @@ def collect_examples(
         np.asarray(weights, dtype=np.float64),
         duplicates=sum(part["duplicates"] for part in parts.values()),
         composition=tuple(parts.values()),
+        sampler_settings=tuple(settings[key] for key in sorted(settings)),
     )

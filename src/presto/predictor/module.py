@@ -194,13 +194,24 @@ def fit_classifier(
         callbacks=callbacks,
         deterministic=True,
     )
-    trainer.fit(
-        module,
-        train_dataloaders=loader(train_idx, shuffle=settings.batch_size is not None),
-        # One validation batch: Lightning averages a logged value over batches by their node
-        # counts, not their weights, so with several batches val_loss was not the weighted loss.
-        val_dataloaders=loader(val_idx, shuffle=False, full_batch=True) if n_val else None,
-    )
+    try:
+        trainer.fit(
+            module,
+            train_dataloaders=loader(train_idx, shuffle=settings.batch_size is not None),
+            # One validation batch: Lightning averages a logged value over batches by their node
+            # counts, not their weights, so with several batches val_loss was not the weighted loss.
+            val_dataloaders=loader(val_idx, shuffle=False, full_batch=True) if n_val else None,
+        )
+    except RuntimeError as err:
+        # L-BFGS whose step overflows float32 (a huge learning_rate or l2) raises "value cannot be
+        # converted to type float without overflow": the fit diverged. Its weights become NaN, so it
+        # takes the diverged fit's path (metrics.json with nulls, nothing installed), not a traceback.
+        finite = all(bool(torch.isfinite(p).all()) for p in module.parameters())
+        if finite and "overflow" not in str(err):
+            raise
+        with torch.no_grad():
+            for parameter in module.net.parameters():
+                parameter.fill_(float("nan"))
     module.eval()
     module.validation = validation  # not a hyperparameter: how this fit was made, not what it serves
     return module

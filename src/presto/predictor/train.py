@@ -14,7 +14,7 @@ and the reference, never a 1e-15 floor that no softmax would pay
 examples and saved; ``metrics.json`` holds every number, says which of them are weighted
 (``weighting_of``: class_counts count nodes; class_shares and every cross-validation row,
 the majority baseline included, follow ``weighting``), what was pooled (``composition``
-per sampler and traversal, ``duplicates_dropped``) and the saved model's ``fingerprint``,
+per sampler and traversal, ``sampler_settings``, ``duplicates_dropped``) and the saved model's ``fingerprint``,
 computed as hot-loading computes it (trees.jsonl's plan ``predictor``).
 """
 
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -31,6 +32,9 @@ import numpy as np
 
 from presto.predictor.data import Examples
 from presto.predictor.features import CLASSES
+
+PROGRESS_DELAY_S = 2.0
+"""Seconds before training shows its progress (fits done, of the folds and the final refit) on stderr."""
 
 IMPROVEMENT_MARGIN = 1e-4
 """Held-out log loss (nats per node) a model must gain over the class frequencies to count as better."""
@@ -76,6 +80,9 @@ class ModelSettings:
                 raise ValueError(f"predictor.{key} must be an integer >= {least}, got {value!r}")
         if self.optimizer not in ("lbfgs", "adam"):
             raise ValueError(f"predictor.optimizer must be 'lbfgs' or 'adam', got {self.optimizer!r}")
+        for key in ("l2", "learning_rate"):  # nan passes every comparison; inf overflows L-BFGS (a traceback)
+            if not math.isfinite(getattr(self, key)):
+                raise ValueError(f"predictor.{key} must be a finite number, got {getattr(self, key)}")
         if self.l2 < 0 or self.learning_rate <= 0:
             raise ValueError("predictor.l2 must be >= 0, learning_rate > 0")
         if not 0.0 <= self.val_fraction < 1.0:
@@ -93,6 +100,10 @@ def log_loss(labels: np.ndarray, probabilities: np.ndarray, weights: np.ndarray 
 
 
 def accuracy(labels: np.ndarray, probabilities: np.ndarray, weights: np.ndarray | None = None) -> float:
+    """(Weighted) share of argmax hits; NaN when a probability is not finite (a diverged fit), whose
+    argmax would be class 0 everywhere and score the share of that class as the model's accuracy."""
+    if not np.all(np.isfinite(probabilities)):
+        return math.nan
     return float(np.average(np.argmax(probabilities, axis=1) == labels, weights=weights))
 
 
@@ -114,6 +125,10 @@ def prompt_folds(
     if n_groups < 2:
         raise ValueError(f"cross-validation holds out whole prompts and needs >= 2 prompts, got {n_groups}")
     n_splits = min(folds, n_groups)
+    if labels is not None:
+        counts = np.bincount(np.asarray(labels))
+        if np.all(counts[counts > 0] < n_splits):  # scikit-learn refuses to stratify so few nodes of every class
+            labels = None
     if labels is None:
         splitter = GroupKFold(n_splits=n_splits, shuffle=True, random_state=seed)
         return list(splitter.split(np.zeros(len(groups)), groups=groups))
@@ -193,8 +208,20 @@ def _sklearn_logistic(
     return out, False
 
 
-def cross_validate(examples: Examples, settings, folds: int, seed: int, epsilon: float) -> dict[str, Any]:
-    """Pooled out-of-fold accuracy and log loss of the model, the sklearn reference and the baselines."""
+def progress_bar(total: int | None = None):
+    """The bar training shows on stderr once it has run :data:`PROGRESS_DELAY_S` (one tick per fit)."""
+    from tqdm import tqdm
+
+    return tqdm(total=total, desc="training", unit="fit", delay=PROGRESS_DELAY_S, file=sys.stderr)
+
+
+def cross_validate(
+    examples: Examples, settings, folds: int, seed: int, epsilon: float, progress=None
+) -> dict[str, Any]:
+    """Pooled out-of-fold accuracy and log loss of the model, the sklearn reference and the baselines.
+
+    ``progress``: a tqdm bar ticked once per fold (its total is raised by the number of folds).
+    """
     from presto.predictor.module import fit_classifier
 
     x, y, w = examples.features, examples.labels, examples.sample_weights
@@ -202,11 +229,16 @@ def cross_validate(examples: Examples, settings, folds: int, seed: int, epsilon:
     groups = examples.groups
     predictions = {name: np.zeros((len(y), k)) for name in ("model", "sklearn_logistic", "majority", "frequencies")}
     split_list = prompt_folds(groups, folds, seed, labels=y)
+    if progress is not None:
+        progress.total = (progress.total or 0) + len(split_list)
+        progress.refresh()
     labelled = np.unique(y)  # the classes the data holds: those a training fold can lack
     constant_folds: list[int] = []
     absent: list[dict[str, Any]] = []
     validation: list[str | None] = []
     for fold, (train, test) in enumerate(split_list):
+        if progress is not None:
+            progress.set_postfix_str(f"fold {fold + 1}/{len(split_list)}, {len(train)} nodes")
         module = fit_classifier(
             x[train], y[train], examples.feature_names, settings, seed + fold, epsilon, w[train], groups=groups[train]
         )
@@ -225,6 +257,8 @@ def cross_validate(examples: Examples, settings, folds: int, seed: int, epsilon:
         majority = np.full(k, 1e-15)
         majority[int(np.argmax(frequencies))] = 1.0
         predictions["majority"][test] = majority
+        if progress is not None:
+            progress.update(1)
     results = {
         name: {"accuracy": accuracy(y, p, w), "log_loss": log_loss(y, p, w)}
         for name, p in predictions.items()
@@ -274,19 +308,22 @@ def train_predictor(
 
     start = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
-    cv = cross_validate(examples, settings, folds, seed, epsilon)
+    with progress_bar(total=1) as progress:  # the folds, then the final fit on every node
+        cv = cross_validate(examples, settings, folds, seed, epsilon, progress)
+        progress.set_postfix_str(f"final fit, {len(examples)} nodes")
+        module = fit_classifier(
+            examples.features,
+            examples.labels,
+            examples.feature_names,
+            settings,
+            seed,
+            epsilon,
+            examples.sample_weights,
+            groups=examples.groups,
+        )
+        progress.update(1)
     # "Better" needs a margin: an intercept-only fit IS the class frequencies, up to rounding.
     beats = cv["model"]["log_loss"] < cv["frequencies"]["log_loss"] - IMPROVEMENT_MARGIN
-    module = fit_classifier(
-        examples.features,
-        examples.labels,
-        examples.feature_names,
-        settings,
-        seed,
-        epsilon,
-        examples.sample_weights,
-        groups=examples.groups,
-    )
     target = checkpoint or out_dir / "predictor.ckpt"
     write_checkpoint = beats or not require_improvement
     served: str | None = None
@@ -304,6 +341,7 @@ def train_predictor(
         "duplicates_dropped": examples.duplicates,
         "composition": composition,
         "samplers": sorted({part["sampler"] for part in composition}),
+        "sampler_settings": [dict(setting) for setting in examples.sampler_settings],
         "class_counts": examples.class_counts(),
         "class_shares": examples.class_shares(),
         "weighting": weighting,
@@ -436,6 +474,27 @@ def pooling_warning(metrics: dict[str, Any]) -> str | None:
     )
 
 
+def setting_warning(metrics: dict[str, Any]) -> str | None:
+    """A warning line when runs of one sampler with different settings (alpha, n, ...) were pooled."""
+    by_sampler: dict[str, list[dict[str, Any]]] = {}
+    for setting in metrics.get("sampler_settings") or []:
+        by_sampler.setdefault(str(setting.get("name")), []).append(setting)
+    parts = []
+    for name, settings in sorted(by_sampler.items()):
+        if len(settings) < 2:
+            continue
+        keys = sorted({k for s in settings for k in s} - {"name", "runs"})
+        differ = [k for k in keys if len({json.dumps(s.get(k), sort_keys=True) for s in settings}) > 1]
+        values = "; ".join(f"sampler.{k}: {', '.join(sorted({str(s.get(k)) for s in settings}))}" for k in differ)
+        parts.append(f"{name} runs of {len(settings)} settings ({values})")
+    if not parts:
+        return None
+    return (
+        f"warning: pooled {' and '.join(parts)}: their acceptance probabilities differ, so one predictor "
+        "is fitted to their mixture; the paper trains one per setting (give the runs of one setting to train for it)"
+    )
+
+
 def _number(value: float | None, width: int = 0) -> str:
     """A metric for the terminal: 4 decimals, or '-' where there is none (null: not finite)."""
     text = "-" if value is None or not math.isfinite(value) else f"{value:.4f}"
@@ -487,6 +546,28 @@ def format_metrics(metrics: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
+def _check_replaceable(checkpoint: Path) -> None:
+    """ConfigError if ``output`` names an existing file that is not a checkpoint (a zip, as torch.save writes):
+    training replaces the file it names, and a run's trees.jsonl or a typo'd path would be lost."""
+    import zipfile
+
+    from presto.config import ConfigError
+
+    if checkpoint.is_file() and not zipfile.is_zipfile(checkpoint):
+        raise ConfigError(
+            f"output={checkpoint} exists and is not a predictor checkpoint: training would replace it "
+            "(remove it first, or choose another path)"
+        )
+
+
+def _multirun() -> bool:
+    """Whether this is a job of a Hydra sweep (-m)."""
+    from hydra.core.hydra_config import HydraConfig
+    from hydra.types import RunMode
+
+    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+
 def run_training(cfg, out_dir: Path | None = None) -> dict[str, Any]:
     """The Hydra job: validate the config, collect the trees, train, evaluate, save.
 
@@ -524,11 +605,22 @@ def run_training(cfg, out_dir: Path | None = None) -> dict[str, Any]:
             raise ValueError(f"epsilon must be in (0, 1/2), got {epsilon}")
         if int(cfg.folds) < 2:
             raise ValueError(f"folds must be >= 2, got {cfg.folds}")
+        top = 2**32 - int(cfg.folds)  # fold k fits with seed + k, and seeds stop at 2**32 - 1
+        if not 0 <= int(cfg.seed) <= top:
+            raise ValueError(f"seed must be in [0, {top}] (fold k trains with seed + k), got {cfg.seed}")
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from None
     checkpoint = Path(str(cfg.output)).expanduser().resolve() if cfg.output else None
     if checkpoint is not None:
         check_output(checkpoint)
+        _check_replaceable(checkpoint)
+        raw = OmegaConf.to_container(cfg, resolve=False).get("output")  # an interpolation can name one per job
+        if out_dir is None and _multirun() and not (isinstance(raw, str) and "${" in raw):
+            raise ConfigError(
+                f"output={checkpoint} with -m: every job of the sweep would write this one checkpoint, the last "
+                "overwriting the others; leave output unset (each job saves <its directory>/predictor.ckpt) "
+                "or give each job its own, e.g. 'output=DIR/${predictor.name}.ckpt'"
+            )
     try:
         examples = collect_examples(runs, names, epsilon, str(cfg.weighting))
     except KeyError as err:
