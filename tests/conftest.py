@@ -25,6 +25,20 @@ MAIN = PROJECT_ROOT / "src" / "main.py"
 sys.path.insert(0, str(PROJECT_ROOT / "src"))
 
 
+def peak_bytes(work):
+    """(``work()``, the peak of the memory Python allocated while it ran, in bytes: tracemalloc)."""
+    import gc
+    import tracemalloc
+
+    gc.collect()
+    tracemalloc.start()
+    try:
+        result = work()
+        return result, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
 def write_toy_table(path: Path, vocab: int, seed: int, scale: float = 1.5) -> Path:
     from presto.engines.toy import write_random_toy_table  # after sys.path holds this checkout's src
 

@@ -23,7 +23,7 @@ from presto.eval import plots, runs
 from presto.eval.report import build_report, comparison_lines
 from presto.eval.runs import RunData, chain_progress, compare, load_run, pair_chains, paired_values, prompt_figures
 from presto.runner.outputs import read_jsonl
-from tests.conftest import load_script, run_cli, toy_args, write_toy_table
+from tests.conftest import load_script, peak_bytes, run_cli, toy_args, write_toy_table
 
 HEAVY = ("tokens", "text", "accepts", "log_accepts")  # what every MH chain record holds and no reader reads
 
@@ -195,16 +195,6 @@ def paper_scale(toy_runs, dest, chains):
     return [dest / name for name in ("seq", "bfs")]
 
 
-def peak_bytes(work) -> int:
-    gc.collect()
-    tracemalloc.start()
-    try:
-        work()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_loading_and_reporting_hold_far_less_than_the_chain_files(toy_runs, tmp_path):
     """Parsed whole, the records took over three times the file (their token lists alone twice
     it). What load_run keeps is a few KB a chain, and the report (tables; the figures cost the
@@ -215,9 +205,9 @@ def test_loading_and_reporting_hold_far_less_than_the_chain_files(toy_runs, tmp_
     dirs = paper_scale(toy_runs, tmp_path, chains=200)
     size = (dirs[0] / "chains.jsonl").stat().st_size
     assert size > 8_000_000
-    held = []
-    assert peak_bytes(lambda: held.append(load_run(dirs[0]))) < size / 5
-    assert held[0].chains_held == 200
+    held, peak = peak_bytes(lambda: load_run(dirs[0]))
+    assert peak < size / 5
+    assert held.chains_held == 200
     gc.collect()
     tracemalloc.start()
     try:
@@ -226,11 +216,9 @@ def test_loading_and_reporting_hold_far_less_than_the_chain_files(toy_runs, tmp_
     finally:
         tracemalloc.stop()
     assert kept < 2 * size / 10
-    written = []
-    assert (
-        peak_bytes(lambda: written.append(build_report(loaded, tmp_path / "r" / "report.md", figures=False))) < size / 5
-    )
-    assert "| sequential |" in written[0].read_text()
+    written, peak = peak_bytes(lambda: build_report(loaded, tmp_path / "r" / "report.md", figures=False))
+    assert peak < size / 5
+    assert "| sequential |" in written.read_text()
     # ... and the transition traces are still drawn from them: every chain lines up with its calls.
     trace = plots.transition_trace(loaded[0])
     assert trace is not None and len(trace[0]) == 96

@@ -8,11 +8,9 @@ the whole parsed file gave, and that computing it holds far less than the file.
 
 from __future__ import annotations
 
-import gc
 import json
 import random
 import shutil
-import tracemalloc
 
 import numpy as np
 import pytest
@@ -20,7 +18,7 @@ import pytest
 from presto.eval import plots, runs
 from presto.eval.runs import chain_progress, load_run
 from presto.runner.outputs import read_jsonl
-from tests.conftest import run_cli, toy_args, write_toy_table
+from tests.conftest import peak_bytes, run_cli, toy_args, write_toy_table
 
 PANELS = 2
 
@@ -184,16 +182,6 @@ def inflated(toy_run, dest, size):
     return dest
 
 
-def peak_bytes(work) -> int:
-    gc.collect()
-    tracemalloc.start()
-    try:
-        work()
-        return tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_figure_inputs_hold_far_less_than_the_file(toy_run, tmp_path, monkeypatch):
     """What the figures read of a trees.jsonl of many rounds takes a fraction of the file.
 
@@ -206,13 +194,13 @@ def test_figure_inputs_hold_far_less_than_the_file(toy_run, tmp_path, monkeypatc
     run_dir = inflated(toy_run, tmp_path / "long", 4_000_000)
     size = (run_dir / "trees.jsonl").stat().st_size
     run = load_run(run_dir)
-    trace = []
-    assert peak_bytes(lambda: trace.append(plots.transition_trace(run))) < size / 5
-    assert trace[0] is not None  # the toy run's own chains are traced
+    trace, peak = peak_bytes(lambda: plots.transition_trace(run))
+    assert peak < size / 5
+    assert trace is not None  # the toy run's own chains are traced
 
     def figures(run_dir):
-        run, written = load_run(run_dir), []
-        peak = peak_bytes(lambda: written.extend(plots.make_plots([run], tmp_path / "figures", max_tree_panels=1)))
+        run = load_run(run_dir)
+        written, peak = peak_bytes(lambda: plots.make_plots([run], tmp_path / "figures", max_tree_panels=1))
         assert {p.name for p in written} == {
             f"subtrees_00_{plots.slug(run.label)}.png",
             "transition_traces.png",

@@ -8,13 +8,12 @@ from __future__ import annotations
 
 import gc
 import json
-import tracemalloc
 import weakref
 
 import numpy as np
 import pytest
 
-from tests.conftest import toy_overrides
+from tests.conftest import peak_bytes, toy_overrides
 from tests.test_runner_review_fixes import compose_run
 
 # 1. A failed job of a sweep must not keep its run (engine, model, records) alive for the next jobs.
@@ -169,22 +168,12 @@ def _write_long_run(run_dir, rounds: int, finished_chains: int = 1):
     return (run_dir / "trees.jsonl").stat().st_size
 
 
-def _peak_bytes(fn):
-    gc.collect()
-    tracemalloc.start()
-    try:
-        result = fn()
-        return result, tracemalloc.get_traced_memory()[1]
-    finally:
-        tracemalloc.stop()
-
-
 def test_a_resume_drops_unfinished_rounds_without_reading_trees_jsonl_whole(tmp_path):
     from presto.runner.outputs import RunWriter, read_jsonl
 
     run_dir = tmp_path / "run"
     size = _write_long_run(run_dir, rounds=1500)
-    writer, peak = _peak_bytes(lambda: RunWriter(run_dir, resume=True))
+    writer, peak = peak_bytes(lambda: RunWriter(run_dir, resume=True))
     writer.close()
     trees = read_jsonl(run_dir / "trees.jsonl")
     assert len(trees) == 1500 and {t["chain"] for t in trees} == {0}  # the unfinished chain's rounds dropped
@@ -243,7 +232,7 @@ def test_a_resume_keeps_what_the_run_needs_of_earlier_chains_not_their_records(t
     lines = [dumps({**record, "chain": c, **({"grade_error": "boom"} if c == 7 else {})}) + "\n" for c in range(200)]
     (run_dir / "chains.jsonl").write_text("".join(lines) + lines[0][:100])  # and a torn last line
     size = (run_dir / "chains.jsonl").stat().st_size
-    writer, peak = _peak_bytes(lambda: RunWriter(run_dir, resume=True, keep=resume_fields))
+    writer, peak = peak_bytes(lambda: RunWriter(run_dir, resume=True, keep=resume_fields))
     try:
         assert peak < size / 10, f"resuming read {peak / 1e6:.1f} MB for a {size / 1e6:.1f} MB chains.jsonl"
         previous = writer.take_previous()
@@ -270,7 +259,7 @@ def test_the_wandb_logger_counts_logged_rounds_without_reading_trees_jsonl_whole
     WandbLogger({"mode": "disabled", "log_plots": False}, {}, warm).finish()
     run_dir = tmp_path / "run"
     size = _write_long_run(run_dir, rounds=1000)
-    logger, peak = _peak_bytes(lambda: WandbLogger({"mode": "disabled", "log_plots": False}, {}, run_dir))
+    logger, peak = peak_bytes(lambda: WandbLogger({"mode": "disabled", "log_plots": False}, {}, run_dir))
     logger.finish()
     assert (logger.rounds, logger.chains) == (2000, 1)
     assert peak < size / 8, f"the W&B logger read {peak / 1e6:.1f} MB for a {size / 1e6:.1f} MB trees.jsonl"
