@@ -16,6 +16,9 @@ picked up too, but a round may catch it half-written (a warning, or for one roun
 mixing the two files' bytes; planning only, the chains never depend on it). At start an unreadable or incompatible file
 is an error (:class:`PredictorError`, a config error: one line, no traceback); during a
 run it is a warning and the previous predictor stays.
+
+A served checkpoint's ``provenance`` (what its training trees came from) is read as
+:mod:`presto.predictor.provenance` parses it: None for older checkpoints.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ import numpy as np
 
 from presto.config import ConfigError
 from presto.predictor.features import CLASSES, node_feature_names
+from presto.predictor.provenance import parse_provenance
 
 CHECKPOINT_FORMAT = "presto-epsilon-classifier/1"
 
@@ -53,6 +57,8 @@ class Predictor:
     epsilon: float
     fingerprint: str  # sha256 prefix of the weights: which model planned a round
     path: str
+    # What the training trees came from (samplers, composition, sampler_settings); None: not recorded.
+    provenance: dict[str, Any] | None = None
 
     def predict_proba(self, features: np.ndarray) -> np.ndarray:
         """Class probabilities (n, 3) in CLASSES order for an (n, d) feature matrix."""
@@ -157,7 +163,8 @@ def _from_checkpoint(checkpoint: Any, where: str, path: str, fingerprint: str | 
         for array in arrays:
             digest.update(np.ascontiguousarray(array, dtype=np.float64).tobytes())
         fingerprint = digest.hexdigest()[:12]
-    return Predictor(names, mean, std, layers, float(epsilon), fingerprint, path)
+    provenance = parse_provenance(hp.get("provenance"))
+    return Predictor(names, mean, std, layers, float(epsilon), fingerprint, path, provenance)
 
 
 Signature = tuple[int, int, int, int, int]

@@ -10,8 +10,11 @@ prompts (nodes of one prompt are alike, so validating on nodes of training promp
 stop too late).
 
 The module takes plain hyperparameters and calls ``save_hyperparameters()``; the feature
-standardization lives in buffers. ``EpsilonClassifier.load_from_checkpoint(path)`` works
-without Hydra, and :mod:`presto.predictor.hotload` serves the same file without Lightning.
+standardization lives in buffers. ``provenance`` (what the training trees came from:
+samplers, composition, sampler_settings; None for a model not trained from logged runs) is
+one of them, so a served checkpoint says which sampler and setting it was fitted for;
+checkpoints written before it load with None. ``EpsilonClassifier.load_from_checkpoint(path)``
+works without Hydra, and :mod:`presto.predictor.hotload` serves the same file without Lightning.
 """
 
 from __future__ import annotations
@@ -50,6 +53,7 @@ class EpsilonClassifier(L.LightningModule):
         epsilon: float = 0.01,
         classes: Sequence[str] = CLASSES,
         checkpoint_format: str = CHECKPOINT_FORMAT,
+        provenance: dict | None = None,
     ) -> None:
         super().__init__()
         if optimizer not in ("lbfgs", "adam"):
@@ -138,11 +142,13 @@ def fit_classifier(
     epsilon: float = 0.01,
     weights: np.ndarray | None = None,
     groups: np.ndarray | None = None,
+    provenance: dict | None = None,
 ) -> EpsilonClassifier:
     """Train one classifier on (features, labels[, weights]); the standardization comes from these features.
 
     ``groups`` (the prompt of each example) makes the early-stopping split hold out whole
     prompts; see :func:`validation_split`. The split made is ``module.validation``.
+    ``provenance`` is stored as a hyperparameter (what the examples came from), never used in the fit.
     """
     _quiet_lightning()
     L.seed_everything(seed, workers=True, verbose=False)
@@ -165,6 +171,7 @@ def fit_classifier(
         std=[float(v) for v in std],
         epsilon=float(epsilon),
         classes=list(CLASSES),
+        provenance=provenance,
     )
 
     scaled = (weights / max(weights[train_idx].mean(), 1e-300)).astype(np.float32)

@@ -15,7 +15,10 @@ examples and saved; ``metrics.json`` holds every number, says which of them are 
 (``weighting_of``: class_counts count nodes; class_shares and every cross-validation row,
 the majority baseline included, follow ``weighting``), what was pooled (``composition``
 per sampler and traversal, ``sampler_settings``, ``duplicates_dropped``) and the saved model's ``fingerprint``,
-computed as hot-loading computes it (trees.jsonl's plan ``predictor``).
+computed as hot-loading computes it (trees.jsonl's plan ``predictor``). The checkpoint
+carries ``samplers``, ``composition`` and ``sampler_settings`` too, as its hyperparameter
+``provenance`` (:func:`provenance`): a run serving it warns when its own sampler or setting
+is not among them.
 """
 
 from __future__ import annotations
@@ -278,6 +281,18 @@ def cross_validate(
     return results
 
 
+def provenance(examples: Examples) -> dict[str, Any]:
+    """What the examples came from, as the checkpoint stores it (hyperparameter ``provenance``)
+    and metrics.json reports it: the samplers, the runs and nodes per sampler and traversal, and
+    the distinct sampler settings (config.yaml's sampler section less steps, with their runs)."""
+    composition = [dict(part) for part in examples.composition]
+    return {
+        "samplers": sorted({str(part["sampler"]) for part in composition}),
+        "composition": composition,
+        "sampler_settings": [dict(setting) for setting in examples.sampler_settings],
+    }
+
+
 def train_predictor(
     examples: Examples,
     settings,
@@ -320,6 +335,7 @@ def train_predictor(
             epsilon,
             examples.sample_weights,
             groups=examples.groups,
+            provenance=provenance(examples),
         )
         progress.update(1)
     # "Better" needs a margin: an intercept-only fit IS the class frequencies, up to rounding.
@@ -334,14 +350,14 @@ def train_predictor(
         except PredictorError as err:  # non-finite weights: hot-loading would refuse it, so it is not installed
             unservable = str(err).splitlines()[0]
             write_checkpoint = False
-    composition = [dict(part) for part in examples.composition]
+    source = provenance(examples)
     metrics: dict[str, Any] = {
         "examples": len(examples),
         "prompts": len(np.unique(examples.groups)),
         "duplicates_dropped": examples.duplicates,
-        "composition": composition,
-        "samplers": sorted({part["sampler"] for part in composition}),
-        "sampler_settings": [dict(setting) for setting in examples.sampler_settings],
+        "composition": source["composition"],
+        "samplers": source["samplers"],
+        "sampler_settings": source["sampler_settings"],
         "class_counts": examples.class_counts(),
         "class_shares": examples.class_shares(),
         "weighting": weighting,

@@ -70,6 +70,7 @@ from presto.config import ConfigError
 from presto.engines.base import SuffixRequest
 from presto.predictor.features import feature_matrix
 from presto.predictor.hotload import HotPredictor, Predictor
+from presto.predictor.provenance import provenance_mismatch
 from presto.prefetch.allocation import (
     best_depth_count,
     prepaid_cost,
@@ -267,6 +268,7 @@ class PredictiveTraversal(Traversal):
         self._round: tuple[tuple[Any, int], int] | None = None  # ((ChainKey, stage), transition) just planned
         self._planned: PendingWalk | None = None  # its walk to follow, when the plan predicted reach
         self._pending: list[PendingWalk] = []  # walks of earlier rounds still followed
+        self.sampler: Any = None  # the run's sampler settings (expect_sampler): swapped-in models are checked
 
     @classmethod
     def from_options(cls, options: dict[str, Any]) -> PredictiveTraversal:
@@ -331,12 +333,21 @@ class PredictiveTraversal(Traversal):
             else:
                 self.reach_calibration.observe(walk.predicted, walk.length, walk.model)
 
+    def expect_sampler(self, sampler: Any) -> None:
+        """The run's sampler settings (presto.config.SamplerSettings): each predictor swapped in from
+        now on whose training data holds another sampler or setting gets a ``warning:`` line
+        (:func:`provenance_warning`). The run names its first predictor itself (announce_predictor)."""
+        self.sampler = sampler
+
     def current_predictor(self) -> Predictor | None:
         if isinstance(self.predictor, HotPredictor):
             swaps = self.predictor.swaps
             predictor = self.predictor.current()  # between rounds: a replaced checkpoint is picked up here
             if self.predictor.swaps != swaps:  # say so: trees.jsonl's plans name it by fingerprint from here on
                 print(f"notice: reloaded {describe_predictor(predictor)}", file=sys.stderr)
+                warning = provenance_warning(predictor, self.sampler) if self.sampler is not None else None
+                if warning is not None:
+                    print(warning, file=sys.stderr)
             return predictor
         return self.predictor
 
@@ -479,3 +490,18 @@ class PendingWalk:
 def describe_predictor(predictor: Predictor) -> str:
     """One line naming a predictor as runs log it: its file and the fingerprint trees.jsonl's plans carry."""
     return f"predictor {predictor.path} (fingerprint {predictor.fingerprint})"
+
+
+def provenance_warning(predictor: Predictor, sampler: Any) -> str | None:
+    """The ``warning:`` line for serving ``predictor`` to a run of ``sampler`` (its SamplerSettings),
+    when its training trees came from another sampler or setting
+    (:func:`~presto.predictor.hotload.provenance_mismatch`); None when they did not, or when the
+    checkpoint does not say (one written before checkpoints carried their provenance)."""
+    mismatch = provenance_mismatch(predictor.provenance, sampler)
+    if mismatch is None:
+        return None
+    return (
+        f"warning: {describe_predictor(predictor)} was {mismatch}; planning goes on with it (its features are "
+        "computed for every sampler), but its epsilon-classes may fit this run worse: the paper trains one "
+        "predictor per setting (src/train_predictor.py on runs of this setting)"
+    )

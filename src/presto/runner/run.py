@@ -512,7 +512,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         prompts = check_engine_serves(engine, task, problems, settings.sampler, settings.rescore)
         if traversal is not None and isinstance(kernel, Kernel):
             warn_if_not_exact(engine)
-        announce_predictor(traversal)
+        announce_predictor(traversal, settings.sampler)
         if settings.rescore and engine.rescore_limits:
             print(f"notice: run.rescore: {engine.rescore_limits}", file=sys.stderr)
         writer = RunWriter(run_dir, settings.resume, keep=resume_fields)
@@ -617,14 +617,25 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     return summary
 
 
-def announce_predictor(traversal: Traversal | None) -> None:
-    """Name the predictor a predictive run plans with (trees.jsonl names it only by fingerprint)."""
+def announce_predictor(traversal: Traversal | None, sampler: SamplerSettings | None = None) -> None:
+    """Name the predictor a predictive run plans with (trees.jsonl names it only by fingerprint), and
+    warn (one ``warning:`` line) when it was trained on trees of another sampler or setting than the
+    run's ``sampler``; the traversal then checks each checkpoint swapped in later the same way.
+    """
     current = getattr(traversal, "current_predictor", None)
-    predictor = current() if current is not None else None
-    if predictor is not None:
-        from presto.prefetch.predictive import describe_predictor
+    predictor = current() if current is not None else None  # before expect_sampler: no swap warning here
+    if predictor is None:
+        return
+    from presto.prefetch.predictive import describe_predictor, provenance_warning
 
-        print(f"notice: planning with {describe_predictor(predictor)}", file=sys.stderr)
+    print(f"notice: planning with {describe_predictor(predictor)}", file=sys.stderr)
+    expect = getattr(traversal, "expect_sampler", None)
+    if sampler is None or expect is None:
+        return
+    expect(sampler)
+    warning = provenance_warning(predictor, sampler)
+    if warning is not None:
+        print(warning, file=sys.stderr)
 
 
 def _progress(total: int, done: int, enabled: bool):
