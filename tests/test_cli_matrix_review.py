@@ -136,7 +136,7 @@ def test_a_resume_with_fewer_prompts_or_chains_than_it_holds_is_refused(toy_tabl
         result = run_cli(*toy_args(toy_table, run_dir, "run.resume=true", "run.progress=false", fewer))
         assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
         (line,) = error_lines(result.stderr)
-        assert "holds 2 finished chains outside" in line and fewer in line, line
+        assert "which its summary would count" in line and fewer in line, line
         assert {name: (run_dir / name).read_text() for name in before} == before  # nothing rewritten
 
 
@@ -191,3 +191,26 @@ def test_the_progress_bar_shows_the_model_calls_of_the_chain_in_flight(toy_table
 #     expected_chains, config.yaml rewritten to the lower values -> fixed: refused
 # -m run.resume=true, same sweep -> OK; sweep order changed -> every job refused, rc 1 -> OK
 # +foo=1, +dataset.foo=1, +model.foo=1, +logger.foo=1 -> accepted silently -> left (explicit +, single option)
+
+
+def test_hydra_mode_multirun_is_a_sweep_as_dash_m_is(toy_table, tmp_path):
+    # Was: "hydra.sweep.dir is used only with -m", though hydra.mode=MULTIRUN is Hydra's override form of -m.
+    sweep_dir = tmp_path / "sweep"
+    args = (*toy_args(toy_table, tmp_path / "unused"), "hydra.mode=MULTIRUN", f"hydra.sweep.dir={sweep_dir}")
+    result = run_cli(*[a for a in args if not a.startswith("hydra.run.dir=")], "budget.n_pf=2")
+    assert result.returncode == 0 and error_lines(result.stderr) == [], result.stderr
+    assert (sweep_dir / "0" / "summary.json").is_file()
+
+
+def test_a_sweep_file_that_does_not_exist_is_not_answered_with_another_ones_sweep(toy_table, tmp_path):
+    result = run_cli(*toy_args(toy_table, tmp_path / "run"), "sweeps=nope")
+    (line,) = error_lines(result.stderr)
+    assert result.returncode == 2 and "sweeps=nope" in line and "(n_pf)" in line, line
+    assert "budget.n_pf=8" not in line and "conf/sweeps/n_pf.yaml" not in line, line  # was: n_pf's sweep
+
+
+def test_hydras_own_launcher_spelling_without_dash_m_is_refused_as_launcher_is(toy_table, tmp_path):
+    result = run_cli(*toy_args(toy_table, tmp_path / "run"), "hydra/launcher=joblib")
+    (line,) = error_lines(result.stderr)
+    assert result.returncode == 2 and "hydra/launcher=joblib runs the jobs of a sweep" in line, line
+    assert not (tmp_path / "run").exists()

@@ -194,7 +194,7 @@ def test_the_writer_hands_over_earlier_chains_once_and_still_knows_which_are_fin
         assert writer.finished() == {("p", 0), ("p", 1)}  # not emptied with the records
         writer.append_chain({"prompt_id": "q", "chain": 0})
         assert writer.finished() == {("p", 0), ("p", 1), ("q", 0)}
-        writer.amend_chains({("p", 1): {"loglik": -1.5, "accepts": DELETE}})
+        writer.amend_chains({1: {"loglik": -1.5, "accepts": DELETE}})  # the second record: chain ("p", 1)
         assert writer.finished() == {("p", 0), ("p", 1), ("q", 0)}  # amending drops no chain
         writer.append_chain({"prompt_id": "q", "chain": 1})  # appends go to the rewritten file
     finally:
@@ -275,3 +275,46 @@ def test_reading_jsonl_line_by_line_keeps_its_rules(tmp_path, capsys):
     err = capsys.readouterr().err
     assert "line 2 is not JSON" in err and "line 3" not in err and "line 5" not in err
     assert read_jsonl(tmp_path / "missing.jsonl") == []
+
+
+# 4. Fixes from the fifteenth session's second read.
+
+
+def test_amending_a_record_leaves_a_second_record_of_the_same_chain_alone(tmp_path):
+    """A chain recorded twice (a resume by an older version): regrading its failed record must not
+    overwrite the other, graded one (the changes were keyed by chain, and applied to both)."""
+    from presto.runner.outputs import DELETE, RunWriter, dumps, read_jsonl
+
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    failed = {"prompt_id": "p", "chain": 0, "correct": None, "grade_error": "boom", "text": "a"}
+    graded = {"prompt_id": "p", "chain": 0, "correct": True, "extracted": "X", "text": "b"}
+    (run_dir / "chains.jsonl").write_text(dumps(failed) + "\n" + dumps(graded) + "\n")
+    writer = RunWriter(run_dir, resume=True)
+    try:
+        writer.amend_chains({0: {"correct": False, "extracted": None, "grade_error": DELETE}})
+    finally:
+        writer.close()
+    assert read_jsonl(run_dir / "chains.jsonl") == [
+        {"prompt_id": "p", "chain": 0, "correct": False, "text": "a", "extracted": None},
+        graded,
+    ]
+
+
+def test_a_shrinking_resume_is_refused_before_the_engine_loads(toy_table, tmp_path, monkeypatch):
+    """Loading takes minutes on a GPU (and the W&B run would be resumed, then ended): the counts
+    in chains.jsonl tell a resume with fewer chains or prompts apart before anything loads."""
+    from presto.config import ConfigError
+    from presto.runner import run as run_module
+
+    run_dir = tmp_path / "run"
+    _run_in_process(toy_table, run_dir, monkeypatch=monkeypatch)  # 2 prompts x 2 chains
+
+    def no_loading(*args, **kwargs):
+        raise AssertionError("the engine loaded before the resume was refused")
+
+    monkeypatch.setattr(run_module, "load_task_and_engine", no_loading)
+    for fewer in ("run.chains_per_prompt=1", "dataset.num_prompts=1"):
+        cfg = compose_run(*toy_overrides(toy_table, steps=5), "run.progress=false", "run.resume=true", fewer)
+        with pytest.raises(ConfigError, match="which its summary would count"):
+            run_module.run(cfg, run_dir)

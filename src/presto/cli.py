@@ -54,11 +54,18 @@ def _not_a_group(sweeps_dir: Path, key: str, value: str) -> str:
     """Why ``sweeps=NAME`` is no override: conf/sweeps/ holds W&B sweep files (Hydra's advice to add the
     group with ``+`` composes one into the run config, where its ``${env}`` fails with a traceback)."""
     files = sorted(p.stem for p in sweeps_dir.glob("*.yaml"))
-    name = value if value in files else (files[0] if files else "NAME")
+    if value not in files:  # no such sweep file: name those there are, not one of them as if it were this one
+        return (
+            f"{key}={value}: conf/sweeps/ holds W&B sweep files ({', '.join(files) or 'none'}), not a config "
+            "group; run one with `wandb sweep conf/sweeps/NAME.yaml`, or sweep with Hydra: -m KEY=V1,V2"
+        )
+    name = value
     hydra_form = ""
     with contextlib.suppress(Exception):  # the Hydra equivalent of a grid sweep file, where it reads as one
-        parameters = OmegaConf.to_container(OmegaConf.load(sweeps_dir / f"{name}.yaml"))["parameters"]
-        lists = [f"{k}={','.join(str(v) for v in spec['values'])}" for k, spec in parameters.items()]
+        sweep = OmegaConf.to_container(OmegaConf.load(sweeps_dir / f"{name}.yaml"))
+        lists = [f"{k}={','.join(str(v) for v in spec['values'])}" for k, spec in sweep["parameters"].items()]
+        # The overrides its command adds to every run (logger=wandb), not its ${...} placeholders.
+        lists += [str(a) for a in sweep.get("command") or () if "=" in str(a) and not str(a).startswith("$")]
         hydra_form = f", or the same sweep with Hydra: -m {' '.join(lists)}" if lists else ""
     return (
         f"{key}={value}: conf/sweeps/ holds W&B sweep files ({', '.join(files)}), not a config group; run "
@@ -115,11 +122,20 @@ def split_options(argv: list[str]) -> tuple[list[str], list[str]]:
     return options, overrides
 
 
+def is_sweep(argv: list[str]) -> bool:
+    """Whether the command line asks for a multirun: ``-m``/``--multirun``, or the override
+    ``hydra.mode=MULTIRUN`` (Hydra 1.3's other spelling of it)."""
+    options, overrides = split_options(argv)
+    if {token.split("=", 1)[0] for token in options} & {"-m", "--multirun"}:
+        return True
+    return any(o.lstrip("+").replace(" ", "") == "hydra.mode=MULTIRUN" for o in overrides)
+
+
 def _mode(argv: list[str]) -> str:
-    """``multirun`` (-m), ``print`` (only prints: --cfg, --info, --help, ...) or ``run``."""
+    """``multirun`` (:func:`is_sweep`), ``print`` (only prints: --cfg, --info, --help, ...) or ``run``."""
     options, _ = split_options(argv)
     names = {token.split("=", 1)[0] for token in options}
-    if names & {"-m", "--multirun"}:
+    if is_sweep(argv):
         return "multirun"
     printing = {"-c", "--cfg", "-i", "--info", "-h", "--help", "--hydra-help", "--version", "-sc", "--shell-completion"}
     return "print" if names & printing else "run"
@@ -170,7 +186,7 @@ def check_overrides(conf_dir: Path, argv: list[str], config_name: str = "config"
         return  # another primary config than conf/config.yaml: Hydra checks each job itself
     if names & {"-h", "--help", "--hydra-help", "--version", "-sc", "--shell-completion", "--experimental-rerun"}:
         return
-    multirun = bool(names & {"-m", "--multirun"})
+    multirun = is_sweep(argv)
     overrides = [t for t in overrides if not t.lstrip("+~").startswith("hydra")]
     if multirun:
         try:
@@ -218,7 +234,16 @@ def check_launcher(argv: list[str]) -> None:
     import shutil
 
     _, overrides = split_options(argv)
-    launcher = next((o for o in overrides if o.lstrip("+").split("=", 1)[0] == "launcher"), None)
+    # launcher=X (conf/launcher) and hydra/launcher=X (Hydra's own group) choose the same; null is no launcher.
+    launcher = next(
+        (
+            o
+            for o in overrides
+            if o.lstrip("+").split("=", 1)[0] in ("launcher", "hydra/launcher")
+            and o.split("=", 1)[1:] not in ([""], ["null"])
+        ),
+        None,
+    )
     if launcher is not None and _mode(argv) == "run":
         fail(
             f"{launcher.lstrip('+')} runs the jobs of a sweep, and without -m this is a single run in this "

@@ -210,15 +210,15 @@ class RunWriter:
         records, self.previous = self.previous, []
         return records
 
-    def amend_chains(self, changes: Mapping[tuple[str, int], Mapping[str, Any]]) -> None:
-        """Rewrite chains.jsonl (atomically, a record at a time) with ``changes[(prompt_id, chain)]``
-        applied to those chains' records (a value :data:`DELETE` removes its key), and append to
-        the new file from now on."""
+    def amend_chains(self, changes: Mapping[int, Mapping[str, Any]]) -> None:
+        """Rewrite chains.jsonl (atomically, a record at a time) with ``changes[i]`` applied to its
+        i-th record (0-based, as ``previous`` lists them; a value :data:`DELETE` removes its key),
+        and append to the new file from now on."""
         self._chains.close()  # its handle points at the file the rename replaces
 
         def amended() -> Iterator[str]:
-            for record in iter_jsonl(self.chains_path):
-                for key, value in changes.get(_chain_key(record), {}).items():
+            for position, record in enumerate(iter_jsonl(self.chains_path)):
+                for key, value in changes.get(position, {}).items():
                     if value is DELETE:
                         record.pop(key, None)
                     else:

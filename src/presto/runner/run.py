@@ -14,7 +14,7 @@ import json
 import os
 import sys
 import time
-from collections.abc import Callable, Collection, Iterator, Mapping, Sequence
+from collections.abc import Callable, Collection, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -25,7 +25,7 @@ from presto.baselines import BASELINES, Baseline
 from presto.config import ConfigError, RunSettings, SamplerSettings, describe_differences, flatten, validate
 from presto.engines import Engine, build_engine
 from presto.runner.logging import RunLogger, build_logger
-from presto.runner.outputs import DELETE, RunWriter, signals_held, write_text_atomic
+from presto.runner.outputs import DELETE, RunWriter, iter_jsonl, signals_held, write_text_atomic
 from presto.samplers import build_kernel
 from presto.samplers.chain import BlockSchedule, BlockStepper, SequentialStepper, run_chain
 from presto.samplers.kernel import Kernel
@@ -264,23 +264,33 @@ def check_resumed_prompts(prompts: Mapping[str, Sequence[int]], records: list[di
 
 
 def check_resumed_extent(
-    settings: RunSettings, problems: Sequence[Problem], records: list[dict], run_dir: Path
+    settings: RunSettings, records: Iterable[dict], run_dir: Path, problem_ids: Collection[str] | None = None
 ) -> None:
     """Refuse to resume with fewer prompts or chains than the directory's finished chains cover.
 
     The summary counts every finished chain: with a lower ``dataset.num_prompts`` or
     ``run.chains_per_prompt`` it would count chains beyond the run's own (more chains than
     ``expected_chains``, yet ``complete``), under a config.yaml rewritten with the lower values.
+    Without ``problem_ids`` (before the dataset and the engine load, which takes minutes on a
+    GPU) by counts: a chain index past ``chains_per_prompt``, more prompts than ``num_prompts``;
+    with them, each chain's prompt must be one of them.
     """
-    ids, chains = {problem.problem_id for problem in problems}, settings.chains_per_prompt
-    outside = [r for r in records if r.get("prompt_id") not in ids or int(r.get("chain", 0)) >= chains]
-    if outside:
-        first = outside[0]
+    prompts: set[Any] = set()
+    outside = None  # what the directory holds beyond the run's prompts and chains
+    for record in records:
+        prompt_id, chain = record.get("prompt_id"), int(record.get("chain", 0))
+        prompts.add(prompt_id)
+        if outside is None and chain >= settings.chains_per_prompt:
+            outside = f"chain {chain} of prompt {prompt_id}"
+        elif outside is None and problem_ids is not None and prompt_id not in problem_ids:
+            outside = f"chains of prompt {prompt_id}, not one of these prompts"
+    if outside is None and problem_ids is None and len(prompts) > settings.num_prompts:
+        outside = f"chains of {len(prompts)} prompts"
+    if outside is not None:
         raise ConfigError(
             f"run.resume=true with dataset.num_prompts={settings.num_prompts} run.chains_per_prompt="
-            f"{settings.chains_per_prompt}, but {run_dir} holds {len(outside)} finished chains outside them "
-            f"(prompt {first.get('prompt_id')} chain {first.get('chain')}), which its summary would count: resume "
-            "with the values in its config.yaml (or more), or use another output directory"
+            f"{settings.chains_per_prompt}, but {run_dir} holds finished {outside}, which its summary would "
+            "count: resume with the values in its config.yaml (or more), or use another output directory"
         )
 
 
@@ -320,15 +330,14 @@ def grade_completion(task: Task, problem: Problem, chain: int, text: str) -> tup
         return Grade(None, None, error), error
 
 
-def regrade_failed(
-    records: list[dict[str, Any]], task: Task, problems: Sequence[Problem]
-) -> dict[tuple[str, int], dict[str, Any]]:
+def regrade_failed(records: list[dict[str, Any]], task: Task, problems: Sequence[Problem]) -> dict[int, dict[str, Any]]:
     """Grade again the finished chains whose grading failed (``records`` as :func:`resume_fields`
-    keeps them, updated in place); returns each regraded chain's changes to its chains.jsonl
-    record, for :meth:`RunWriter.amend_chains`."""
+    keeps them, in chains.jsonl's order, updated in place); returns the changes to the regraded
+    records by their position, for :meth:`RunWriter.amend_chains` (a chain recorded twice, by a
+    resumed run of an older version, has two records, which may differ)."""
     by_id = {problem.problem_id: problem for problem in problems}
-    changes: dict[tuple[str, int], dict[str, Any]] = {}
-    for record in records:
+    changes: dict[int, dict[str, Any]] = {}
+    for position, record in enumerate(records):
         problem = by_id.get(record.get("prompt_id"))
         if not record.get("grade_error") or problem is None:
             continue
@@ -341,7 +350,7 @@ def regrade_failed(
         else:
             change = {"grade_error": error}
             record["grade_error"] = error
-        changes[(str(record["prompt_id"]), chain)] = change
+        changes[position] = change
     return changes
 
 
@@ -503,6 +512,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     RunWriter.check(run_dir, settings.resume)
     if settings.resume:
         check_resume_config(cfg, run_dir)
+        check_resumed_extent(settings, iter_jsonl(run_dir / "chains.jsonl"), run_dir)  # by counts, before loading
     task, problems, engine = load_task_and_engine(cfg, settings)
     writer: RunWriter | None = None
     logger: RunLogger | None = None
@@ -516,14 +526,14 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         if settings.rescore and engine.rescore_limits:
             print(f"notice: run.rescore: {engine.rescore_limits}", file=sys.stderr)
         writer = RunWriter(run_dir, settings.resume, keep=resume_fields)
+        if settings.resume:  # before the logger: a refused resume must not resume (and end) its W&B run
+            check_resumed_prompts(prompts, writer.previous)
+            check_resumed_extent(settings, writer.previous, run_dir, {problem.problem_id for problem in problems})
         logger = build_logger(
             OmegaConf.to_container(cfg.logger, resolve=True) if "logger" in cfg else None,
             OmegaConf.to_container(cfg, resolve=True),
             run_dir,
         )
-        if settings.resume:
-            check_resumed_prompts(prompts, list(writer.previous))
-            check_resumed_extent(settings, problems, list(writer.previous), run_dir)
         previous_summary: dict[str, Any] = {}
         if settings.resume and writer.summary_path.exists():
             previous_summary = json.loads(writer.summary_path.read_text())
@@ -558,8 +568,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     expected = [(problem.problem_id, chain) for problem, chain in every]
     jobs = [(problem, chain) for problem, chain in every if (problem.problem_id, chain) not in done]
     start = time.perf_counter()
-    progress = _progress(len(expected), len(expected) - len(jobs), settings.progress)
-    show_calls = _calls_in_flight(progress) if settings.progress else None
+    progress = RunProgress(len(expected), len(expected) - len(jobs), settings.progress)
     try:
         for problem, chain in jobs:
             round_counter = iter(range(10**9))
@@ -579,7 +588,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
                 settings.seed,
                 schedule,
                 rescore=settings.rescore,
-                on_call=show_calls,
+                on_call=progress.chain_call if settings.progress else None,
             )
             writer.flush_trees()
             slim = summary_fields(record)
@@ -599,12 +608,8 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
                     f"they are kept ungraded in {writer.chains_path}: fix the grader, then resume this run "
                     "(run.resume=true, same directory) to grade them and continue"
                 )
-            progress.postfix_items.pop("chain_calls", None)  # the chain is done
-            if settings.sampler.name not in BASELINES:  # a baseline makes no MH transitions
-                progress.postfix_items["transitions_per_call"] = f"{transitions / max(1, calls):.2f}"
-            progress.set_postfix(progress.postfix_items, refresh=False)
-            progress.update(1)
-            progress.refresh()
+            baseline = settings.sampler.name in BASELINES  # a baseline makes no MH transitions
+            progress.chain_done(None if baseline else transitions / max(1, calls))
     finally:
         progress.close()
         wall_time = previous_summary_time + time.perf_counter() - start
@@ -638,37 +643,44 @@ def announce_predictor(traversal: Traversal | None, sampler: SamplerSettings | N
         print(warning, file=sys.stderr)
 
 
-def _progress(total: int, done: int, enabled: bool):
-    """Chains of the whole run; a resumed run starts at the chains it already has.
+class RunProgress:
+    """The run's bar: chains of the whole run (a resumed run starts at the chains it already
+    has), the run's transitions per call, and the model calls of the chain in flight.
 
-    ``postfix_items``: what the bar shows after its counts (the run's transitions per call,
-    the model calls of the chain in flight).
+    A chain at paper scale (n = 1024, K = 100) runs for many minutes on a CPU, and a bar that
+    counted finished chains only would sit at 0/N, its clock stopped, for all of that time; so
+    each chain's calls are shown at its first and then at most every ``IN_FLIGHT_EVERY_S``, or
+    every ``IN_FLIGHT_EVERY_S_LOGGED`` when stderr is no terminal (a launcher's log file keeps
+    every redraw as a line).
     """
-    from tqdm import tqdm
 
-    bar = tqdm(total=total, initial=done, desc="chains", unit="chain", disable=not enabled, dynamic_ncols=True)
-    bar.postfix_items = {}
-    return bar
+    IN_FLIGHT_EVERY_S = 1.0
+    IN_FLIGHT_EVERY_S_LOGGED = 60.0
 
+    def __init__(self, total: int, done: int, enabled: bool) -> None:
+        from tqdm import tqdm
 
-IN_FLIGHT_EVERY_S = 1.0
-"""The bar shows the chain in flight's model calls at its first call and then at most this often."""
+        self.bar = tqdm(total=total, initial=done, desc="chains", unit="chain", disable=not enabled, dynamic_ncols=True)
+        self.postfix: dict[str, Any] = {}
+        self.every_s = self.IN_FLIGHT_EVERY_S if sys.stderr.isatty() else self.IN_FLIGHT_EVERY_S_LOGGED
+        self._shown = 0.0
 
-
-def _calls_in_flight(progress) -> Callable[[int], None]:
-    """An ``on_call`` that shows the chain in flight's model calls on the bar (``chain_calls=N``).
-
-    A chain at paper scale (n = 1024, K = 100) runs for many minutes on a CPU, and the bar
-    counts finished chains only: without this it would sit at 0/N, its clock stopped, for all
-    of that time.
-    """
-    shown = [0.0]
-
-    def on_call(calls: int) -> None:
+    def chain_call(self, calls: int) -> None:
+        """The chain in flight has made ``calls`` model calls (``sample_chain``'s ``on_call``)."""
         now = time.monotonic()
-        if calls == 1 or now - shown[0] >= IN_FLIGHT_EVERY_S:
-            shown[0] = now
-            progress.postfix_items["chain_calls"] = calls
-            progress.set_postfix(progress.postfix_items)
+        if calls == 1 or now - self._shown >= self.every_s:
+            self._shown = now
+            self.postfix["chain_calls"] = calls
+            self.bar.set_postfix(self.postfix)
 
-    return on_call
+    def chain_done(self, transitions_per_call: float | None) -> None:
+        """One more chain finished; the run's transitions per call so far (None: a baseline's run)."""
+        self.postfix.pop("chain_calls", None)
+        if transitions_per_call is not None:
+            self.postfix["transitions_per_call"] = f"{transitions_per_call:.2f}"
+        self.bar.set_postfix(self.postfix, refresh=False)
+        self.bar.update(1)
+        self.bar.refresh()
+
+    def close(self) -> None:
+        self.bar.close()
