@@ -52,4 +52,9 @@ if __name__ == "__main__":
     check_group_choices(PROJECT_ROOT / "conf", sys.argv[1:])
     check_output_dirs(sys.argv[1:])
     check_overrides(PROJECT_ROOT / "conf", sys.argv[1:], config_name="train_predictor")
+    from presto.predictor.train import sweep_output_error
+
+    one_for_all = sweep_output_error(sys.argv[1:])  # -m with one output= for several jobs: before any job
+    if one_for_all:
+        fail(one_for_all)
     main()

@@ -7,11 +7,13 @@ already right. Toy engine only; the runs are made once per module.
 
 from __future__ import annotations
 
+import io
 import json
 import math
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -31,6 +33,7 @@ def runs(tmp_path_factory) -> dict[str, Path]:
     variants = {
         "bfs": ("traversal=bfs",),
         "bfs_alpha2": ("traversal=bfs", "sampler.alpha=2"),
+        "bfs_alpha2_tau": ("traversal=bfs", "sampler.alpha=2", "sampler.tau=0.5"),  # tau null: 1/alpha, the same
         "bfs_alpha4_int": ("traversal=bfs", "sampler.alpha=4", "budget.n_pf=4"),
         "truncated": ("traversal=bfs", "run.max_logged_nodes=3"),
         "sequential": ("traversal=sequential",),
@@ -216,18 +219,56 @@ def test_pooled_runs_of_different_alpha_are_reported(runs, tmp_path):
     assert train.setting_warning({"sampler_settings": list(one.sampler_settings)}) is None
 
 
-def test_training_shows_its_progress(runs, tmp_path, capsys, monkeypatch):
-    """Training printed nothing until it ended: a minute for mlp16 on 1235 toy nodes, far more on
-    real trees. A bar on stderr now counts the fits (folds, then the final fit) after 2 s."""
+def test_a_fast_training_shows_no_bar(runs, tmp_path, capsys, monkeypatch):
+    """The bar was drawn at once: refresh() and set_postfix_str() ignore tqdm's delay (the test below
+    once set it to 0, which hid that). Never counted as shown, it was closed without a newline, so the
+    next output was glued to it (`... 3/4 [... final fit, 1076 nodes]data: powermh/bfs: 3 runs ...`).
+    A training shorter than the delay now shows nothing. (The delay is raised from its 2 s to 60 s,
+    longer than this training takes even on a loaded machine: a few seconds here.)"""
     from presto.predictor import train
     from presto.predictor.data import collect_examples
 
     examples = collect_examples([runs["bfs"]], ("cut_fraction",), 0.01)
-    monkeypatch.setattr(train, "PROGRESS_DELAY_S", 0.0, raising=False)  # shown at once
-    metrics = train.train_predictor(examples, train.ModelSettings(max_epochs=2), tmp_path / "work", None, folds=2)
+    assert train.PROGRESS_DELAY_S == 2.0
+    monkeypatch.setattr(train, "PROGRESS_DELAY_S", 60.0)
+    start = time.perf_counter()
+    train.train_predictor(examples, train.ModelSettings(max_epochs=2), tmp_path / "work", None, folds=2)
+    took = time.perf_counter() - start
     err = capsys.readouterr().err
+    assert took < train.PROGRESS_DELAY_S, f"not a fast training ({took:.1f} s)"
+    assert "training" not in err and "fit" not in err, err
+
+
+def test_training_shows_its_progress_on_lines_of_its_own(runs, tmp_path, monkeypatch):
+    """Training printed nothing until it ended: a minute for mlp16 on 1235 toy nodes, far more on
+    real trees. A bar on stderr now counts the fits (folds, then the final fit) once training has run
+    PROGRESS_DELAY_S, and its last line ends before what is printed next (stdout and stderr together)."""
+    from presto.predictor import module, train
+    from presto.predictor.data import collect_examples
+
+    examples = collect_examples([runs["bfs"]], ("cut_fraction",), 0.01)
+    real_fit = module.fit_classifier
+
+    def slow_fit(*args, **kwargs):  # each fit longer than the delay and tqdm's mininterval (0.1 s)
+        time.sleep(0.3)
+        return real_fit(*args, **kwargs)
+
+    monkeypatch.setattr(module, "fit_classifier", slow_fit)
+    monkeypatch.setattr(train, "PROGRESS_DELAY_S", 0.2)
+    both = io.StringIO()  # a terminal: stdout and stderr in one stream
+    monkeypatch.setattr(sys, "stdout", both)
+    monkeypatch.setattr(sys, "stderr", both)
+    metrics = train.train_predictor(examples, train.ModelSettings(max_epochs=2), tmp_path / "work", None, folds=2)
+    print(train.format_metrics(metrics))  # as src/train_predictor.py does next
+    monkeypatch.undo()
+    text = both.getvalue()
     fits = metrics["cross_validation"]["folds"] + 1
-    assert "training: 100%" in err and f"{fits}/{fits}" in err and "fold 1/" in err and "final fit" in err
+    assert "fold 1/" in text and "final fit" in text
+    bar, found, _ = text.partition(train.format_metrics(metrics))
+    assert found and bar.endswith("\n"), repr(text[-300:])  # "data:" starts a line of its own
+    last = bar[:-1].split("\r")[-1]  # the bar's last state, as the terminal keeps it
+    assert last.startswith("training: 100%") and f"{fits}/{fits}" in last and "final fit" in last, repr(last)
+    assert any(line.startswith("data: ") for line in text.split("\n"))
 
 
 def test_alpha_given_as_an_integer_is_the_same_setting_as_the_default(runs):
@@ -239,6 +280,24 @@ def test_alpha_given_as_an_integer_is_the_same_setting_as_the_default(runs):
     both = collect_examples([runs["bfs"], runs["bfs_alpha4_int"]], ("cut_fraction",), 0.01)
     assert both.duplicates > 0 and len(both) - len(alone) < both.duplicates
     assert [(s["alpha"], s["runs"]) for s in both.sampler_settings] == [(4, 2)]
+
+
+def test_tau_null_and_tau_one_over_alpha_are_one_setting(runs, tmp_path):
+    """sampler.tau=0.5 at alpha 2 is the default proposal (tau null = 1/alpha), but it was reported as
+    a second setting ("sampler.tau: 0.5, None") and its copies of the same decisions were all kept."""
+    import shutil
+
+    from presto.predictor import train
+    from presto.predictor.data import collect_examples
+
+    copy = tmp_path / "copy"
+    shutil.copytree(runs["bfs_alpha2"], copy)
+    copies = collect_examples([runs["bfs_alpha2"], copy], ("cut_fraction",), 0.01)  # two copies of one setting
+    both = collect_examples([runs["bfs_alpha2"], runs["bfs_alpha2_tau"]], ("cut_fraction",), 0.01)
+    assert copies.duplicates > 0
+    assert (len(both), both.duplicates) == (len(copies), copies.duplicates)
+    assert [(s["alpha"], s["runs"]) for s in both.sampler_settings] == [(2, 2)]  # tau as the first run logged it
+    assert train.setting_warning({"sampler_settings": list(both.sampler_settings)}) is None
 
 
 # --- where the checkpoint goes -------------------------------------------------------------
@@ -276,17 +335,77 @@ def test_one_output_for_every_job_of_a_sweep_is_refused(runs, tmp_path):
     assert done.stderr.count("\n") == 1 and not out.exists()
 
 
-def test_an_interpolated_output_names_one_checkpoint_per_job(monkeypatch, tmp_path):
-    from presto.config import ConfigError
-    from presto.predictor import train
+def sweep_cli(runs, tmp_path, *args: str) -> subprocess.CompletedProcess:
+    """`train_predictor.py -m` on the toy BFS run: small and quick (logistic, 2 folds, 1 epoch)."""
+    return train_cli(
+        "-m",
+        f"runs=[{runs['bfs']}]",
+        "folds=2",
+        "predictor.max_epochs=1",
+        f"hydra.sweep.dir={tmp_path / 'sweep'}",
+        *args,
+    )
 
-    monkeypatch.setattr(train, "_multirun", lambda: True, raising=False)
-    missing = tmp_path / "no_such_run"
-    with pytest.raises(ConfigError, match="with -m"):
-        train.run_training(training_cfg([missing], output=str(tmp_path / "p.ckpt")))
-    per_job = training_cfg([missing], output=str(tmp_path) + "/${predictor.name}.ckpt")
-    with pytest.raises(FileNotFoundError):  # past the check: the runs are read next
-        train.run_training(per_job)
+
+def test_output_interpolating_no_swept_key_is_refused(runs, tmp_path):
+    """-m folds=2,3 'output=DIR/${predictor.name}.ckpt' passed (an interpolation was taken for one file
+    per job), and both jobs wrote DIR/logistic.ckpt, the second over the first."""
+    done = sweep_cli(runs, tmp_path, "folds=2,3", f"output={tmp_path}/live/${{predictor.name}}.ckpt")
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    assert done.stderr.startswith(f"error: output={tmp_path}/live/${{predictor.name}}.ckpt with -m: every job")
+    assert "the sweep varies folds" in done.stderr and done.stderr.count("\n") == 1
+    assert not (tmp_path / "live").exists() and not (tmp_path / "sweep").exists()  # nothing trained
+
+
+def test_a_swept_output_is_one_checkpoint_per_job(runs, tmp_path):
+    """-m output=A.ckpt,B.ckpt was refused ("every job of the sweep would write this one checkpoint")."""
+    a, b = tmp_path / "A.ckpt", tmp_path / "B.ckpt"
+    done = sweep_cli(runs, tmp_path, f"output={a},{b}")
+    assert done.returncode == 0 and "error:" not in done.stderr, done.stderr[-2000:]
+    assert a.is_file() and b.is_file()
+
+
+def test_a_sweep_of_one_job_may_name_its_output(runs, tmp_path):
+    """-m with nothing swept is one job: its output=PATH was refused as if several would write it."""
+    out = tmp_path / "one.ckpt"
+    done = sweep_cli(runs, tmp_path, f"output={out}")
+    assert done.returncode == 0 and "error:" not in done.stderr, done.stderr[-2000:]
+    assert out.is_file() and (tmp_path / "sweep" / "0").is_dir()
+
+
+def test_output_interpolating_a_swept_group_names_one_checkpoint_per_job(runs, tmp_path):
+    done = sweep_cli(runs, tmp_path, "predictor=logistic,mlp16", f"output={tmp_path}/live/${{predictor.name}}.ckpt")
+    assert done.returncode == 0 and "error:" not in done.stderr, done.stderr[-2000:]
+    assert sorted(p.name for p in (tmp_path / "live").glob("*.ckpt")) == ["logistic.ckpt", "mlp16.ckpt"]
+
+
+@pytest.mark.parametrize(
+    ("argv", "refused"),
+    [
+        (["-m", "folds=2,3", "output=p.ckpt"], True),
+        (["--multirun", "seed=range(3)", "output=p.ckpt"], True),
+        (["hydra.mode=MULTIRUN", "folds=2,3", "+output=p.ckpt"], True),
+        (["-m", "folds=2,3", "output=d/${seed}.ckpt"], True),  # seed is not swept
+        (["-m", "predictor=logistic,mlp16", "output=d/${hydra:runtime.cwd}.ckpt"], True),  # one for all
+        (["-m", "folds=2,3", "output=d/${folds}.ckpt"], False),
+        (["-m", "predictor=logistic,mlp16", "output=d/${predictor.name}.ckpt"], False),
+        (["-m", "predictor.l2=0.1,1", "output=d/${predictor}.ckpt"], False),
+        (["-m", "runs=[a],[b]", "output=a.ckpt,b.ckpt"], False),
+        (["-m", "folds=2,3", "output=choice(a.ckpt,b.ckpt)"], False),
+        (["-m", "folds=2,3", "output=d/${hydra:job.num}.ckpt"], False),
+        (["-m", "runs=[a,b]", "output=p.ckpt"], False),  # nothing swept: one job
+        (["folds=2,3", "output=p.ckpt"], False),  # no sweep: a run of folds 2,3 (refused later as not an integer)
+        (["-m", "folds=2,3"], False),
+        (["-m", "folds=2,3", "output=null"], False),
+    ],
+)
+def test_which_sweeps_give_every_job_one_output(argv, refused):
+    from presto.predictor.train import sweep_output_error
+
+    error = sweep_output_error(argv)
+    assert (error is not None) == refused, error
+    if refused:
+        assert error.startswith("output=") and "with -m: every job of the sweep would write this one" in error
 
 
 def test_replacing_a_served_checkpoint_is_atomic_and_any_model_swaps_in(tmp_path, monkeypatch):
@@ -355,6 +474,7 @@ def test_the_truncated_log_warning_says_rows_can_come_out_too_high(runs, tmp_pat
 #   3 samplers pooled                      warning: pooled the trees of 3 samplers        OK
 #   alpha 4 with alpha 2 (or another n)    pooled silently                                fixed: warning
 #   alpha=4 given vs default 4.0           two settings: sweep copies kept twice          fixed: one setting
+#   tau=0.5 at alpha 2 vs default null     two settings: copies kept, a false warning     fixed: one setting
 #   a multirun root (n_pf=2,6)             both jobs read, 97 copies dropped              OK
 #   1 prompt / 2 prompts                   one-line error / 2-fold CV, absent-class warn  OK
 #   every node one class                   one-line error naming epsilon                  OK
@@ -376,11 +496,15 @@ def test_the_truncated_log_warning_says_rows_can_come_out_too_high(runs, tmp_pat
 #   seed -1, seed near 2**32               error not naming seed, mid-CV                  fixed: refused
 #   folds > prompts; 1 node per class      capped; sklearn "n_splits" error               fixed: fallback
 #   long training (mlp16, 1235 nodes: 1 min) silent until the end                         fixed: progress
+#   short training (< 2 s)                 bar drawn at once, next output glued to it     fixed: no bar
 # output
 #   default                                <run dir>/predictor.ckpt + metrics.json        OK
 #   output=PATH in missing directories     made; PATH.metrics.json beside it              OK
 #   output= an existing other file         overwritten (a run's trees.jsonl lost)         fixed: refused
 #   output=PATH with -m over two models    the last job's model installed                 fixed: refused
+#   -m folds=2,3 output=DIR/${predictor.name}.ckpt  both jobs wrote DIR/logistic.ckpt    fixed: refused
+#   -m output=A.ckpt,B.ckpt; -m, one job   refused                                        fixed: allowed
+#   -m predictor=a,b output=DIR/${predictor.name}.ckpt  one per job                       OK
 #   replacing a served checkpoint          staged sibling, renamed; the watcher swaps     OK
 #   read-only directory                    not testable as root                           left
 # hot-load (traversal=predictive traversal.predictor=...)

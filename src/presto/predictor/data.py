@@ -19,6 +19,7 @@ taken for copies.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -128,6 +129,7 @@ class RunInfo:
     traversal: str
     setting: str | None  # canonical JSON of the decision-relevant config; None: unknown
     sampler_config: str | None = None  # canonical JSON of config.yaml's sampler section less steps; None: unknown
+    sampler_logged: str | None = None  # the same with tau as logged (sampler_config has tau=null as 1/alpha)
 
 
 def _load_mapping(path: Path, loader) -> dict[str, Any]:
@@ -150,6 +152,21 @@ def _canonical(value: Any) -> Any:
     return value
 
 
+def _sampler_section(section: dict[str, Any]) -> dict[str, Any]:
+    """config.yaml's sampler section with ``tau: null`` as the temperature it stands for, 1/alpha (when
+    alpha is a number > 0), so that sampler.tau=0.25 at alpha 4 and the default are one setting."""
+    alpha = section.get("alpha")
+    if "tau" not in section or section["tau"] is not None or isinstance(alpha, bool):
+        return section
+    if not isinstance(alpha, int | float) or not alpha > 0:
+        return section
+    try:
+        tau = 1.0 / alpha
+    except OverflowError:  # an int beyond floats
+        return section
+    return {**section, "tau": tau} if math.isfinite(tau) else section
+
+
 def run_info(trees: Path) -> RunInfo:
     """Sampler and traversal (summary.json, else config.yaml) and setting (config.yaml) of a trees file's run."""
     summary = _load_mapping(trees.parent / "summary.json", json.loads)
@@ -167,14 +184,16 @@ def run_info(trees: Path) -> RunInfo:
             value = config[key]
             if isinstance(value, dict):
                 value = {k: v for k, v in value.items() if k not in SETTING_IGNORED.get(key, ())}
+                value = _sampler_section(value) if key == "sampler" else value
             decisive[key] = _canonical(value)
         setting = json.dumps(decisive, sort_keys=True, default=str)
     section = config.get("sampler")
-    sampler_config = None
+    sampler_config = sampler_logged = None
     if isinstance(section, dict):  # steps (K) sets how long chains run, not what a decision's acceptance is
         kept = {k: v for k, v in section.items() if k != "steps"}
-        sampler_config = json.dumps(_canonical(kept), sort_keys=True, default=str)
-    return RunInfo(name("sampler"), name("traversal"), setting, sampler_config)
+        sampler_config = json.dumps(_canonical(_sampler_section(kept)), sort_keys=True, default=str)
+        sampler_logged = json.dumps(_canonical(kept), sort_keys=True, default=str)
+    return RunInfo(name("sampler"), name("traversal"), setting, sampler_config, sampler_logged)
 
 
 def _node_paths(nodes: Sequence[dict[str, Any]]) -> dict[Any, tuple]:
@@ -265,8 +284,9 @@ def collect_examples(
             {"sampler": info.sampler, "traversal": info.traversal, "runs": 0, "examples": 0, "duplicates": 0},
         )
         part["runs"] += 1
-        if info.sampler_config is not None:
-            settings.setdefault(info.sampler_config, {**json.loads(info.sampler_config), "runs": 0})["runs"] += 1
+        if info.sampler_config is not None:  # grouped by what tau means, reported as the first run logged it
+            logged = json.loads(info.sampler_logged or info.sampler_config)
+            settings.setdefault(info.sampler_config, {**logged, "runs": 0})["runs"] += 1
         for number, record in enumerate(iter_jsonl(file), 1):
             check_round(record, file, number)
             nodes = record.get("nodes", ())

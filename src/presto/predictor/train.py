@@ -212,7 +212,12 @@ def _sklearn_logistic(
 
 
 def progress_bar(total: int | None = None):
-    """The bar training shows on stderr once it has run :data:`PROGRESS_DELAY_S` (one tick per fit)."""
+    """The bar training shows on stderr once it has run :data:`PROGRESS_DELAY_S` (one tick per fit).
+
+    Only ``update()`` draws it (tqdm's delay applies there alone: ``refresh()`` or a postfix set with
+    ``refresh=True`` would draw it at once), and a bar that ``update()`` drew is closed with a newline,
+    so what is printed next starts a line of its own; a training shorter than the delay shows none.
+    """
     from tqdm import tqdm
 
     return tqdm(total=total, desc="training", unit="fit", delay=PROGRESS_DELAY_S, file=sys.stderr)
@@ -223,7 +228,8 @@ def cross_validate(
 ) -> dict[str, Any]:
     """Pooled out-of-fold accuracy and log loss of the model, the sklearn reference and the baselines.
 
-    ``progress``: a tqdm bar ticked once per fold (its total is raised by the number of folds).
+    ``progress``: a tqdm bar ticked once per fold (its total is raised by the number of folds). It is
+    never refreshed here: that would draw it before :data:`PROGRESS_DELAY_S` (see :func:`progress_bar`).
     """
     from presto.predictor.module import fit_classifier
 
@@ -233,15 +239,14 @@ def cross_validate(
     predictions = {name: np.zeros((len(y), k)) for name in ("model", "sklearn_logistic", "majority", "frequencies")}
     split_list = prompt_folds(groups, folds, seed, labels=y)
     if progress is not None:
-        progress.total = (progress.total or 0) + len(split_list)
-        progress.refresh()
+        progress.total = (progress.total or 0) + len(split_list)  # shown with the next update
     labelled = np.unique(y)  # the classes the data holds: those a training fold can lack
     constant_folds: list[int] = []
     absent: list[dict[str, Any]] = []
     validation: list[str | None] = []
     for fold, (train, test) in enumerate(split_list):
         if progress is not None:
-            progress.set_postfix_str(f"fold {fold + 1}/{len(split_list)}, {len(train)} nodes")
+            progress.set_postfix_str(f"fold {fold + 1}/{len(split_list)}, {len(train)} nodes", refresh=False)
         module = fit_classifier(
             x[train], y[train], examples.feature_names, settings, seed + fold, epsilon, w[train], groups=groups[train]
         )
@@ -325,7 +330,7 @@ def train_predictor(
     out_dir.mkdir(parents=True, exist_ok=True)
     with progress_bar(total=1) as progress:  # the folds, then the final fit on every node
         cv = cross_validate(examples, settings, folds, seed, epsilon, progress)
-        progress.set_postfix_str(f"final fit, {len(examples)} nodes")
+        progress.set_postfix_str(f"final fit, {len(examples)} nodes", refresh=False)
         module = fit_classifier(
             examples.features,
             examples.labels,
@@ -576,12 +581,56 @@ def _check_replaceable(checkpoint: Path) -> None:
         )
 
 
-def _multirun() -> bool:
-    """Whether this is a job of a Hydra sweep (-m)."""
-    from hydra.core.hydra_config import HydraConfig
-    from hydra.types import RunMode
+PER_JOB_RESOLVERS = ("hydra:job.num", "hydra:job.id", "hydra:job.override_dirname", "hydra:runtime.output_dir")
+"""Interpolations an ``output`` can name that differ between the jobs of any sweep."""
 
-    return HydraConfig.initialized() and HydraConfig.get().mode == RunMode.MULTIRUN
+
+def sweep_output_error(argv: list[str]) -> str | None:
+    """Why the command line ``argv`` of train_predictor.py has every job of its sweep write one ``output``
+    checkpoint, the last over the others (decided before Hydra runs, nothing trained); None when it does not.
+
+    Each job has its own file when the command line is no sweep (``-m``, ``--multirun`` or
+    ``hydra.mode=MULTIRUN``), sweeps no key (one job), sweeps ``output`` itself (``output=A,B``,
+    ``choice(...)``) or gives one that interpolates a swept key (``-m predictor=logistic,mlp16
+    'output=DIR/${predictor.name}.ckpt'``: the key, a key under it or above it) or the job's number or
+    directory (:data:`PER_JOB_RESOLVERS`). A command line Hydra cannot parse is left to Hydra to report.
+    """
+    import re
+
+    from presto.cli import is_sweep, split_options
+
+    if not is_sweep(argv):
+        return None
+    _, tokens = split_options(argv)
+    try:
+        from hydra.core.override_parser.overrides_parser import OverridesParser
+
+        overrides = OverridesParser.create().parse_overrides(tokens)
+    except Exception:  # a syntax error: Hydra reports it itself
+        return None
+    given = [o for o in overrides if o.key_or_group == "output"]
+    if not given or given[-1].is_delete() or given[-1].is_sweep_override():
+        return None
+    value = given[-1].value()
+    swept = [o.key_or_group for o in overrides if o.is_sweep_override()]
+    if value is None or not swept:  # no checkpoint named, or a sweep of one job
+        return None
+    text = str(value)
+    references = [ref.strip() for ref in re.findall(r"\$\{([^{}]*)\}", text)]
+    for reference in references:
+        key = reference.lstrip(".")
+        if reference in PER_JOB_RESOLVERS:
+            return None
+        if ":" not in key and any(key == s or key.startswith(f"{s}.") or s.startswith(f"{key}.") for s in swept):
+            return None
+    example = next((s for s in swept if not s.startswith("hydra")), "predictor")
+    example = "predictor.name" if example == "predictor" else example
+    return (
+        f"output={text} with -m: every job of the sweep would write this one checkpoint, the last overwriting "
+        f"the others (the sweep varies {', '.join(swept)}{'; output interpolates none of them' if references else ''}"
+        "); leave output unset (each job saves <its directory>/predictor.ckpt), sweep it too (output=A.ckpt,B.ckpt) "
+        f"or name each job's own from a swept key (e.g. 'output=DIR/${{{example}}}.ckpt')"
+    )
 
 
 def run_training(cfg, out_dir: Path | None = None) -> dict[str, Any]:
@@ -629,14 +678,7 @@ def run_training(cfg, out_dir: Path | None = None) -> dict[str, Any]:
     checkpoint = Path(str(cfg.output)).expanduser().resolve() if cfg.output else None
     if checkpoint is not None:
         check_output(checkpoint)
-        _check_replaceable(checkpoint)
-        raw = OmegaConf.to_container(cfg, resolve=False).get("output")  # an interpolation can name one per job
-        if out_dir is None and _multirun() and not (isinstance(raw, str) and "${" in raw):
-            raise ConfigError(
-                f"output={checkpoint} with -m: every job of the sweep would write this one checkpoint, the last "
-                "overwriting the others; leave output unset (each job saves <its directory>/predictor.ckpt) "
-                "or give each job its own, e.g. 'output=DIR/${predictor.name}.ckpt'"
-            )
+        _check_replaceable(checkpoint)  # one output for every job of -m: refused before Hydra (sweep_output_error)
     try:
         examples = collect_examples(runs, names, epsilon, str(cfg.weighting))
     except KeyError as err:
