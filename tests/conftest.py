@@ -39,6 +39,36 @@ def peak_bytes(work):
         tracemalloc.stop()
 
 
+def training_config(runs_list, **overrides):
+    """train_predictor.yaml's keys with a quick logistic model (cut fraction, 2 epochs), as run_training
+    reads them; ``overrides`` replace top-level keys."""
+    cfg = {
+        "runs": [str(r) for r in runs_list],
+        "features": ["cut"],
+        "weighting": "reach",
+        "epsilon": 0.01,
+        "folds": 5,
+        "seed": 0,
+        "output": None,
+        "require_improvement": False,
+        "predictor": {
+            "name": "logistic",
+            "hidden": [],
+            "l2": 1.0,
+            "optimizer": "lbfgs",
+            "learning_rate": 1.0,
+            "max_epochs": 2,
+            "batch_size": None,
+            "val_fraction": 0.0,
+            "patience": 10,
+        },
+    }
+    cfg.update(overrides)
+    from omegaconf import OmegaConf
+
+    return OmegaConf.create(cfg)
+
+
 def write_toy_table(path: Path, vocab: int, seed: int, scale: float = 1.5) -> Path:
     from presto.engines.toy import write_random_toy_table  # after sys.path holds this checkout's src
 

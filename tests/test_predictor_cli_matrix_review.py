@@ -18,9 +18,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from omegaconf import OmegaConf
 
-from tests.conftest import PROJECT_ROOT, load_script, run_cli, toy_args, write_toy_table
+from tests.conftest import PROJECT_ROOT, load_script, run_cli, toy_args, training_config, write_toy_table
 
 TRAIN = PROJECT_ROOT / "src" / "train_predictor.py"
 
@@ -45,33 +44,6 @@ def runs(tmp_path_factory) -> dict[str, Path]:
         assert done.returncode == 0, done.stderr[-2000:]
         made[name] = root / name
     return made
-
-
-def training_cfg(runs_list, **overrides):
-    """train_predictor.yaml's keys with the logistic model, as run_training reads them."""
-    cfg = {
-        "runs": [str(r) for r in runs_list],
-        "features": ["cut"],
-        "weighting": "reach",
-        "epsilon": 0.01,
-        "folds": 5,
-        "seed": 0,
-        "output": None,
-        "require_improvement": False,
-        "predictor": {
-            "name": "logistic",
-            "hidden": [],
-            "l2": 1.0,
-            "optimizer": "lbfgs",
-            "learning_rate": 1.0,
-            "max_epochs": 2,
-            "batch_size": None,
-            "val_fraction": 0.0,
-            "patience": 10,
-        },
-    }
-    cfg.update(overrides)
-    return OmegaConf.create(cfg)
 
 
 def train_cli(*args: str) -> subprocess.CompletedProcess:
@@ -125,7 +97,7 @@ def test_a_seed_out_of_range_is_a_config_error_naming_seed(runs, tmp_path):
 
     for seed in (-1, 2**32 - 2):
         with pytest.raises(ConfigError, match=r"^seed must be in \[0, 4294967291\]"):
-            run_training(training_cfg([runs["bfs"]], seed=seed), out_dir=tmp_path / "work")
+            run_training(training_config([runs["bfs"]], seed=seed), out_dir=tmp_path / "work")
     assert not (tmp_path / "work").exists()
 
 
@@ -312,7 +284,7 @@ def test_output_naming_an_existing_file_that_is_not_a_checkpoint_is_refused(runs
     victim.parent.mkdir()
     victim.write_bytes((runs["bfs"] / "trees.jsonl").read_bytes())
     before = victim.read_bytes()
-    cfg = training_cfg([victim.parent], output=str(victim), folds=2)
+    cfg = training_config([victim.parent], output=str(victim), folds=2)
     with pytest.raises(ConfigError, match="exists and is not a predictor checkpoint: training would replace it"):
         run_training(cfg, out_dir=tmp_path / "work")
     assert victim.read_bytes() == before

@@ -30,37 +30,10 @@ from presto.prefetch.presto import PrefetchStepper
 from presto.samplers import build_kernel
 from presto.samplers.chain import BlockSchedule, run_chain
 from presto.samplers.randomness import ChainKey
-from tests.conftest import run_cli, toy_args, write_toy_table
+from tests.conftest import run_cli, toy_args, training_config, write_toy_table
 
 POWERMH = SamplerSettings("powermh", 4.0, 0.25, 8, 4, 6, {})
 """The sampler of the toy runs' PowerMH setting (conftest's toy_overrides: n = 8, B = 4, K = 6)."""
-
-
-def training_cfg(runs, output: Path):
-    """train_predictor.yaml's keys, a quick logistic fit on the cut fraction."""
-    return OmegaConf.create(
-        {
-            "runs": [str(r) for r in runs],
-            "features": ["cut"],
-            "weighting": "reach",
-            "epsilon": 0.01,
-            "folds": 2,
-            "seed": 0,
-            "output": str(output),
-            "require_improvement": False,
-            "predictor": {
-                "name": "logistic",
-                "hidden": [],
-                "l2": 1.0,
-                "optimizer": "lbfgs",
-                "learning_rate": 1.0,
-                "max_epochs": 2,
-                "batch_size": None,
-                "val_fraction": 0.0,
-                "patience": 10,
-            },
-        }
-    )
 
 
 @pytest.fixture(scope="module")
@@ -75,7 +48,8 @@ def made(tmp_path_factory) -> dict[str, Path]:
         done = run_cli(*toy_args(table, root / f"{name}_bfs", "traversal=bfs", sampler))
         assert done.returncode == 0, done.stderr[-2000:]
         checkpoint = root / f"{name}.ckpt"
-        run_training(training_cfg([root / f"{name}_bfs"], checkpoint), root / f"{name}_training")
+        cfg = training_config([root / f"{name}_bfs"], output=str(checkpoint), folds=2)
+        run_training(cfg, root / f"{name}_training")
         out[name] = checkpoint
     # What a checkpoint written before provenance holds: the same file less that hyperparameter.
     old = torch.load(out["entropycut"], map_location="cpu", weights_only=True)
