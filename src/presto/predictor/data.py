@@ -19,7 +19,6 @@ taken for copies.
 from __future__ import annotations
 
 import json
-import math
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,6 +28,7 @@ import numpy as np
 import yaml
 
 from presto.predictor.features import CLASSES, feature_matrix, label_of, logged_acceptance
+from presto.predictor.provenance import UNKNOWN_SAMPLER, tau_as_meant
 from presto.runner.outputs import iter_jsonl
 
 
@@ -112,7 +112,7 @@ def iter_rounds(files: Sequence[Path]) -> Iterator[dict[str, Any]]:
         yield from iter_jsonl(file)
 
 
-UNKNOWN = "unknown"
+UNKNOWN = UNKNOWN_SAMPLER
 """Sampler or traversal of a trees file with neither summary.json nor config.yaml beside it."""
 
 # Parts of a run's config.yaml that decide its MH decisions (traversal, budget, logging and
@@ -152,21 +152,6 @@ def _canonical(value: Any) -> Any:
     return value
 
 
-def _sampler_section(section: dict[str, Any]) -> dict[str, Any]:
-    """config.yaml's sampler section with ``tau: null`` as the temperature it stands for, 1/alpha (when
-    alpha is a number > 0), so that sampler.tau=0.25 at alpha 4 and the default are one setting."""
-    alpha = section.get("alpha")
-    if "tau" not in section or section["tau"] is not None or isinstance(alpha, bool):
-        return section
-    if not isinstance(alpha, int | float) or not alpha > 0:
-        return section
-    try:
-        tau = 1.0 / alpha
-    except OverflowError:  # an int beyond floats
-        return section
-    return {**section, "tau": tau} if math.isfinite(tau) else section
-
-
 def run_info(trees: Path) -> RunInfo:
     """Sampler and traversal (summary.json, else config.yaml) and setting (config.yaml) of a trees file's run."""
     summary = _load_mapping(trees.parent / "summary.json", json.loads)
@@ -184,14 +169,14 @@ def run_info(trees: Path) -> RunInfo:
             value = config[key]
             if isinstance(value, dict):
                 value = {k: v for k, v in value.items() if k not in SETTING_IGNORED.get(key, ())}
-                value = _sampler_section(value) if key == "sampler" else value
+                value = tau_as_meant(value) if key == "sampler" else value
             decisive[key] = _canonical(value)
         setting = json.dumps(decisive, sort_keys=True, default=str)
     section = config.get("sampler")
     sampler_config = sampler_logged = None
     if isinstance(section, dict):  # steps (K) sets how long chains run, not what a decision's acceptance is
         kept = {k: v for k, v in section.items() if k != "steps"}
-        sampler_config = json.dumps(_canonical(_sampler_section(kept)), sort_keys=True, default=str)
+        sampler_config = json.dumps(_canonical(tau_as_meant(kept)), sort_keys=True, default=str)
         sampler_logged = json.dumps(_canonical(kept), sort_keys=True, default=str)
     return RunInfo(name("sampler"), name("traversal"), setting, sampler_config, sampler_logged)
 

@@ -34,7 +34,7 @@ def parse_provenance(value: Any) -> dict[str, Any] | None:
 
 
 UNKNOWN_SAMPLER = "unknown"
-"""The sampler training records for runs whose directory names none (presto.predictor.data.UNKNOWN)."""
+"""The sampler training records for runs whose directory names none."""
 
 NOT_DECISIVE = ("name", "steps", "runs")
 """Keys of a sampler setting that do not change an MH decision's acceptance: K sets how long a
@@ -50,13 +50,25 @@ def sampler_setting(sampler: Any) -> dict[str, Any]:
     return {**{key: getattr(sampler, key) for key in shared}, **dict(getattr(sampler, "options", {}) or {})}
 
 
+def tau_as_meant(section: Mapping[str, Any]) -> dict[str, Any]:
+    """A sampler section (or setting) with ``tau: null`` as the temperature it stands for, 1/alpha
+    (when alpha is a number > 0), so that sampler.tau=0.25 at alpha 4 and the default are one setting."""
+    section = dict(section)
+    alpha = section.get("alpha")
+    if "tau" not in section or section["tau"] is not None or not _is_number(alpha) or not alpha > 0:
+        return section
+    try:
+        tau = 1.0 / alpha
+    except OverflowError:  # an int beyond floats
+        return section
+    if math.isfinite(tau):
+        section["tau"] = tau
+    return section
+
+
 def _decisive(setting: Mapping[str, Any]) -> dict[str, Any]:
-    """The keys of a setting that decide acceptance, tau=null as what it means (1/alpha)."""
-    decisive = {key: value for key, value in setting.items() if key not in NOT_DECISIVE}
-    alpha = decisive.get("alpha")
-    if "tau" in decisive and decisive["tau"] is None and _is_number(alpha) and alpha > 0:
-        decisive["tau"] = 1.0 / alpha
-    return decisive
+    """The keys of a setting that decide acceptance, tau=null as what it means (:func:`tau_as_meant`)."""
+    return tau_as_meant({key: value for key, value in setting.items() if key not in NOT_DECISIVE})
 
 
 def _is_number(value: Any) -> bool:
