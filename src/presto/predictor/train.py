@@ -328,6 +328,7 @@ def train_predictor(
 
     start = time.perf_counter()
     out_dir.mkdir(parents=True, exist_ok=True)
+    source = provenance(examples)  # stored in the checkpoint and reported in metrics.json
     with progress_bar(total=1) as progress:  # the folds, then the final fit on every node
         cv = cross_validate(examples, settings, folds, seed, epsilon, progress)
         progress.set_postfix_str(f"final fit, {len(examples)} nodes", refresh=False)
@@ -340,7 +341,7 @@ def train_predictor(
             epsilon,
             examples.sample_weights,
             groups=examples.groups,
-            provenance=provenance(examples),
+            provenance=source,
         )
         progress.update(1)
     # "Better" needs a margin: an intercept-only fit IS the class frequencies, up to rounding.
@@ -355,7 +356,6 @@ def train_predictor(
         except PredictorError as err:  # non-finite weights: hot-loading would refuse it, so it is not installed
             unservable = str(err).splitlines()[0]
             write_checkpoint = False
-    source = provenance(examples)
     metrics: dict[str, Any] = {
         "examples": len(examples),
         "prompts": len(np.unique(examples.groups)),

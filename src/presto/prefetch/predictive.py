@@ -495,7 +495,7 @@ def describe_predictor(predictor: Predictor) -> str:
 def provenance_warning(predictor: Predictor, sampler: Any) -> str | None:
     """The ``warning:`` line for serving ``predictor`` to a run of ``sampler`` (its SamplerSettings),
     when its training trees came from another sampler or setting
-    (:func:`~presto.predictor.hotload.provenance_mismatch`); None when they did not, or when the
+    (:func:`~presto.predictor.provenance.provenance_mismatch`); None when they did not, or when the
     checkpoint does not say (one written before checkpoints carried their provenance)."""
     mismatch = provenance_mismatch(predictor.provenance, sampler)
     if mismatch is None:
