@@ -240,7 +240,9 @@ def predictor_note(result: dict[str, Any], predictor) -> str | None:
     replayed = predictor.fingerprint if predictor is not None else None
     if not logged or logged == [replayed]:
         return None
-    used = f"{predictor.path} (fingerprint {replayed})" if predictor is not None else "no predictor (h = 1/2)"
+    from presto.prefetch.predictive import describe_predictor
+
+    used = describe_predictor(predictor) if predictor is not None else "no predictor (h = 1/2)"
     return (
         f"note: the predictive row replays with {used}; the logged run planned with fingerprint "
         f"{', '.join(logged)} (pass that checkpoint as --predictor to replay its own rule)"
