@@ -336,7 +336,8 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     for name in rules:
         options = OmegaConf.to_container(configs.compose(traversal=name).traversal, resolve=True)
         options.pop("name")
-        TRAVERSALS[name].from_options(options)  # bad options stop the benchmark before any chain
+        for sampler in samplers:  # bad options (or no shipped predictor) stop the benchmark before any chain
+            TRAVERSALS[name].from_options(options, sampler)
         traversal_options[name] = options
     sampler_cfgs = {sampler: configs.compose(sampler=sampler) for sampler in samplers}
     sampler_settings = {sampler: validate_sampler(c) for sampler, c in sampler_cfgs.items()}  # before the engine
@@ -354,7 +355,7 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
             # One traversal per sampler and budget, as one run would have: what a rule learns
             # online (call costs, reach calibration) must not carry over from another setting.
             traversals = {
-                setup: TRAVERSALS[setup[0]].from_options(traversal_options[setup[0]])
+                setup: TRAVERSALS[setup[0]].from_options(traversal_options[setup[0]], sampler)
                 for setup in setups
                 if setup[0] not in ("sequential", CLAIRVOYANT)
             }

@@ -3,6 +3,8 @@
     python scripts/oracle_bound.py outputs/runs/RUN [RUN ...] [--n-pf 1 2 4 8 12 16 20]
                                    [--predictor default|PATH] [--out FILE.json]
 
+(--predictor default: the predictor shipped for the runs' sampler, when they share one.)
+
 Every round of trees.jsonl is a root state with its candidate tree: the feasible nodes
 (Condition 1, checked on tokens) with the true acceptance probability A of each, known
 after the fact. For each budget N_pf the script computes, averaged over rounds, the
@@ -43,7 +45,7 @@ import numpy as np
 PROJECT_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(PROJECT_ROOT / "src"))
 
-from presto.predictor.data import iter_rounds, tree_files  # noqa: E402
+from presto.predictor.data import iter_rounds, run_info, tree_files  # noqa: E402
 from presto.predictor.features import feature_matrix, logged_acceptance  # noqa: E402
 from presto.prefetch.allocation import (  # noqa: E402
     ACCEPT,
@@ -69,7 +71,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("runs", nargs="+", type=Path, help="run directories (or trees.jsonl files)")
     parser.add_argument("--n-pf", type=int, nargs="+", default=[1, 2, 4, 8, 12, 16, 20])
-    parser.add_argument("--predictor", default="default", help="checkpoint for the predictive row (default: shipped)")
+    parser.add_argument(
+        "--predictor",
+        default="default",
+        help="checkpoint for the predictive row (default: the one shipped for the runs' sampler)",
+    )
     parser.add_argument("--out", type=Path, default=None, help="also write the replay's results to this JSON file")
     return parser.parse_args(argv)
 
@@ -286,6 +292,33 @@ def print_table(result: dict[str, Any], n_pf: list[int]) -> None:
         )
 
 
+def default_predictor_path(value: str, files: list[Path]) -> Path | None:
+    """The checkpoint ``--predictor`` names; ``default``: the one shipped for the sampler of the
+    runs whose trees hold rounds (their summary.json or config.yaml), which must be one sampler
+    (a ConfigError otherwise); None when no file holds a round."""
+    from presto.config import ConfigError
+    from presto.predictor.data import UNKNOWN
+    from presto.prefetch.predictive import resolve_predictor_path
+
+    if value != "default":
+        return resolve_predictor_path(value, None, option="--predictor")
+    logged = [file for file in files if next(checked_rounds([file]), None) is not None]  # MalformedTrees
+    if not logged:
+        return None  # no rounds to replay, which the replay says
+    names = sorted({run_info(file).sampler for file in logged})
+    if len(names) > 1:
+        raise ConfigError(
+            f"--predictor default: the trees come from runs of {', '.join(names)}, and each sampler has its "
+            "own shipped predictor; replay one sampler's runs at a time, or name a checkpoint with --predictor PATH"
+        )
+    if names == [UNKNOWN]:
+        raise ConfigError(
+            "--predictor default: the runs do not say their sampler (no summary.json or config.yaml beside "
+            "trees.jsonl); name a checkpoint with --predictor PATH"
+        )
+    return resolve_predictor_path(value, names[0], option="--predictor")
+
+
 def fail(message: str) -> int:
     """One ``error:`` line, exit status 2 (as argparse and the Hydra entry points use for bad input)."""
     print(f"error: {message}", file=sys.stderr)
@@ -294,20 +327,20 @@ def fail(message: str) -> int:
 
 def main(argv: list[str]) -> int:
     args = parse_args(argv)
+    from presto.config import ConfigError
     from presto.eval.runs import check_output_file
-    from presto.predictor.hotload import PredictorError, load_predictor
-    from presto.prefetch.predictive import resolve_predictor_path
+    from presto.predictor.hotload import load_predictor
 
     n_pf = sorted(set(args.n_pf))
     if n_pf[0] < 1:
         return fail("--n-pf values must be >= 1")
-    path = resolve_predictor_path(args.predictor)
     try:
         if args.out:
             check_output_file(args.out, "--out")
-        predictor = None if path is None else load_predictor(path, option="--predictor")
         files = tree_files(args.runs)
-    except (PredictorError, FileNotFoundError) as err:
+        path = default_predictor_path(args.predictor, files)
+        predictor = None if path is None else load_predictor(path, option="--predictor")
+    except (ConfigError, FileNotFoundError, MalformedTrees) as err:  # PredictorError is a ConfigError
         return fail(str(err))
     except ValueError as err:  # --out
         return fail(str(err))

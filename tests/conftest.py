@@ -25,6 +25,17 @@ MAIN = PROJECT_ROOT / "src" / "main.py"
 sys.path.insert(0, str(PROJECT_ROOT / "src"))
 
 
+def compose_run(*overrides: str):
+    """The run config of ``conf/config.yaml`` with ``overrides``, as Hydra composes it for a job."""
+    from hydra import compose, initialize_config_dir
+
+    from presto.cli import register_resolvers
+
+    register_resolvers(PROJECT_ROOT)
+    with initialize_config_dir(str(PROJECT_ROOT / "conf"), version_base="1.3"):
+        return compose("config", overrides=list(overrides))
+
+
 def peak_bytes(work):
     """(``work()``, the peak of the memory Python allocated while it ran, in bytes: tracemalloc)."""
     import gc

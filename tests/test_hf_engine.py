@@ -147,8 +147,8 @@ KERNELS = {
     "multitry": lambda: MultiTryMH(alpha=4.0, tau=0.25),
 }
 TRAVERSALS = {
-    "bfs": BreadthFirst,
-    "predictive": lambda: PredictiveTraversal.from_options({}),  # the shipped predictor, timed costs
+    "bfs": lambda sampler: BreadthFirst(),
+    "predictive": lambda sampler: PredictiveTraversal.from_options({}, sampler),  # its shipped predictor, timed costs
 }
 
 
@@ -161,7 +161,7 @@ def test_presto_chains_equal_sequential_chains_in_float64(engine, prompt, sample
         key = ChainKey(seed, 0, 0)
         reference, reference_trace = run_chain(kernel, engine, SequentialStepper(), prompt, key, schedule)
         for n_pf in (2, 5, 20):
-            stepper = PrefetchStepper(TRAVERSALS[traversal](), n_pf)
+            stepper = PrefetchStepper(TRAVERSALS[traversal](sampler), n_pf)
             state, trace = run_chain(kernel, engine, stepper, prompt, key, schedule)
             np.testing.assert_array_equal(state.tokens, reference.tokens)
             assert trace.accepts == reference_trace.accepts

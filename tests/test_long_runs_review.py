@@ -13,8 +13,7 @@ import weakref
 import numpy as np
 import pytest
 
-from tests.conftest import peak_bytes, toy_overrides
-from tests.test_runner_review_fixes import compose_run
+from tests.conftest import compose_run, peak_bytes, toy_overrides
 
 # 1. A failed job of a sweep must not keep its run (engine, model, records) alive for the next jobs.
 

@@ -380,11 +380,11 @@ def test_a_deep_mlp_is_served_with_its_layers_in_network_order(tmp_path):
 
 
 def test_without_a_predictor_option_the_shipped_predictor_plans():
-    """P46 (no ``predictor`` key read as null): traversal.predictor defaults to the shipped checkpoint."""
-    from presto.predictor import DEFAULT_CHECKPOINT
+    """P46 (no ``predictor`` key read as null): traversal.predictor defaults to the sampler's shipped checkpoint."""
+    from presto.predictor import default_checkpoint
 
-    served = PredictiveTraversal.from_options({}).current_predictor()
-    assert served is not None and served.fingerprint == load_predictor(DEFAULT_CHECKPOINT).fingerprint
+    served = PredictiveTraversal.from_options({}, "entropycut").current_predictor()
+    assert served is not None and served.fingerprint == load_predictor(default_checkpoint("entropycut")).fingerprint
 
 
 def plain_checkpoint(std: list[float], outputs: int = 3) -> dict:

@@ -109,3 +109,46 @@ def test_the_replay_says_when_its_predictor_is_not_the_one_the_run_planned_with(
     assert replaced.returncode == 0, replaced.stderr[-2000:]
     note = next(line for line in replaced.stdout.splitlines() if line.startswith("note: the predictive row"))
     assert str(other) in note and logged[0] in note and "--predictor" in note
+
+
+def test_the_default_predictor_is_the_one_shipped_for_the_runs_sampler(toy_table, tmp_path):
+    """--predictor default replays with the checkpoint shipped for the sampler that logged the trees
+    (one per sampler, as runs are served); runs of several samplers have no one default."""
+    from presto.predictor import default_checkpoint
+    from presto.predictor.hotload import load_predictor
+
+    runs = {}
+    for sampler in ("entropycut", "multitry"):
+        runs[sampler] = tmp_path / sampler
+        done = run_cli(*toy_args(toy_table, runs[sampler], "traversal=bfs", "budget.n_pf=3", f"sampler={sampler}"))
+        assert done.returncode == 0, done.stderr[-2000:]
+    for sampler, run_dir in runs.items():
+        out = tmp_path / f"{sampler}.json"
+        done = run_script(str(run_dir), "--n-pf", "3", "--out", str(out), cwd=tmp_path)
+        assert done.returncode == 0, done.stderr[-2000:]
+        replayed = json.loads(out.read_text())["predictor"]
+        shipped = load_predictor(default_checkpoint(sampler))
+        assert replayed == {"path": str(default_checkpoint(sampler)), "fingerprint": shipped.fingerprint}
+    done = run_script(*map(str, runs.values()), "--n-pf", "3", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: --predictor default: the trees come from runs of entropycut, multitry")
+    # A checkpoint named by path replays runs of any samplers together.
+    done = run_script(*map(str, runs.values()), "--n-pf", "3", "--predictor", "null", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+
+
+def test_trees_without_their_run_directory_need_a_named_predictor(toy_table, tmp_path):
+    """A trees.jsonl copied away from its run's summary.json and config.yaml does not say its
+    sampler, so no shipped predictor can be chosen for it: one line, and a PATH replays it."""
+    import shutil
+
+    run_dir = tmp_path / "run"
+    done = run_cli(*toy_args(toy_table, run_dir, "traversal=bfs", "budget.n_pf=3"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    (tmp_path / "copy").mkdir()
+    shutil.copyfile(run_dir / "trees.jsonl", tmp_path / "copy" / "trees.jsonl")
+    done = run_script(str(tmp_path / "copy"), "--n-pf", "3", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1
+    assert done.stderr.startswith("error: --predictor default: the runs do not say their sampler")
+    done = run_script(str(tmp_path / "copy"), "--n-pf", "3", "--predictor", "null", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]

@@ -12,7 +12,7 @@ import pytest
 
 from presto.config import ConfigError, SamplerSettings
 from presto.engines.toy import ToyEngine
-from presto.predictor import DEFAULT_CHECKPOINT
+from presto.predictor import SHIPPED_SAMPLERS, default_checkpoint
 from presto.predictor.features import feature_matrix
 from presto.predictor.hotload import CHECKPOINT_FORMAT, HotPredictor, PredictorError, load_predictor
 from presto.prefetch.allocation import warmup_depth_count
@@ -431,9 +431,10 @@ def test_from_options_checks_keys_and_checkpoints(tmp_path):
             PredictiveTraversal.from_options({"predictor": None, "warmup_rows": bad})
 
 
-def test_the_shipped_predictor_loads():
-    predictor = load_predictor(DEFAULT_CHECKPOINT)
-    assert DEFAULT_CHECKPOINT.stat().st_size < 20_000
+@pytest.mark.parametrize("sampler", SHIPPED_SAMPLERS)
+def test_the_shipped_predictors_load(sampler):
+    predictor = load_predictor(default_checkpoint(sampler))
+    assert default_checkpoint(sampler).stat().st_size < 20_000
     h = predictor.branch_probability(np.array([[0.1], [0.5], [0.9]]))
     assert np.all((h > 0) & (h < 1))
 

@@ -4,8 +4,8 @@ another sampler or setting (the paper trains one predictor per setting).
 Training stores the training trees' samplers, composition and sampler settings in the checkpoint's
 plain hyperparameters (``provenance``); a predictive run compares them with its own sampler when it
 names the predictor at start and at each hot swap, and prints one ``warning:`` line naming what
-differs. Serving goes on either way. Old checkpoints (the shipped default among them) carry no
-provenance: they load as before and are never warned about. Toy engine only; the runs and
+differs. Serving goes on either way. Old checkpoints carry no provenance: they load as before and
+are never warned about. The shipped predictors (one per sampler) carry theirs. Toy engine only; the runs and
 checkpoints are made once per module.
 """
 
@@ -22,7 +22,7 @@ from omegaconf import OmegaConf
 
 from presto.config import SamplerSettings
 from presto.engines.toy import ToyEngine
-from presto.predictor import DEFAULT_CHECKPOINT
+from presto.predictor import SHIPPED_SAMPLERS, default_checkpoint
 from presto.predictor.hotload import HotPredictor, load_predictor
 from presto.predictor.provenance import provenance_mismatch
 from presto.prefetch.predictive import PredictiveTraversal
@@ -30,7 +30,7 @@ from presto.prefetch.presto import PrefetchStepper
 from presto.samplers import build_kernel
 from presto.samplers.chain import BlockSchedule, run_chain
 from presto.samplers.randomness import ChainKey
-from tests.conftest import run_cli, toy_args, training_config, write_toy_table
+from tests.conftest import compose_run, run_cli, toy_args, training_config, write_toy_table
 
 POWERMH = SamplerSettings("powermh", 4.0, 0.25, 8, 4, 6, {})
 """The sampler of the toy runs' PowerMH setting (conftest's toy_overrides: n = 8, B = 4, K = 6)."""
@@ -124,14 +124,13 @@ def test_an_old_checkpoint_without_provenance_loads_and_does_not_warn(made, tmp_
     from presto.predictor.module import EpsilonClassifier
     from presto.runner.run import announce_predictor
 
-    for old in (made["old"], DEFAULT_CHECKPOINT):  # the shipped default predates provenance too
-        assert load_predictor(old).provenance is None
-        assert EpsilonClassifier.load_from_checkpoint(old).hparams.get("provenance") is None
-        traversal = PredictiveTraversal(HotPredictor(old))
-        announce_predictor(traversal, POWERMH)
-        lines = capsys.readouterr().err.splitlines()
-        assert lines == [f"notice: planning with predictor {old} (fingerprint {load_predictor(old).fingerprint})"]
-    assert load_predictor(DEFAULT_CHECKPOINT).fingerprint == "2bcd7f6eed5f"  # the shipped model, unchanged
+    old = made["old"]
+    assert load_predictor(old).provenance is None
+    assert EpsilonClassifier.load_from_checkpoint(old).hparams.get("provenance") is None
+    traversal = PredictiveTraversal(HotPredictor(old))
+    announce_predictor(traversal, POWERMH)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines == [f"notice: planning with predictor {old} (fingerprint {load_predictor(old).fingerprint})"]
     # A provenance of another shape (a hand-edited file) is not trusted, and does not stop serving either.
     odd = torch.load(made["entropycut"], map_location="cpu", weights_only=True)
     odd["hyper_parameters"]["provenance"] = {"samplers": "entropycut", "sampler_settings": [{"runs": "x"}]}
@@ -224,3 +223,62 @@ def test_runs_of_unknown_setting_or_sampler_are_not_held_against_the_run():
     unknown = {"samplers": ["entropycut", "unknown"], "composition": [], "sampler_settings": []}
     assert provenance_mismatch(unknown, run) is None
     assert provenance_mismatch(None, run) is None
+
+
+def quickstart_sampler(sampler: str, *overrides: str) -> SamplerSettings:
+    """The sampler settings of ``python src/main.py sampler=NAME`` (the embedded default) with ``overrides``."""
+    from presto.config import validate_sampler
+
+    return validate_sampler(compose_run(f"sampler={sampler}", *overrides))
+
+
+@pytest.mark.parametrize("sampler", SHIPPED_SAMPLERS)
+def test_each_sampler_is_served_its_own_shipped_predictor_trained_at_the_embedded_default(sampler, capsys):
+    """traversal.predictor=default names the checkpoint trained on the run's own sampler (the paper
+    trains one per sampler), and its provenance says so: the embedded default's run is not warned,
+    a run of another sampler or another alpha served the same file is."""
+    from presto.runner.run import announce_predictor
+
+    path = default_checkpoint(sampler)
+    traversal = PredictiveTraversal.from_options({"predictor": "default"}, sampler)
+    served = traversal.current_predictor()
+    assert served is not None and Path(served.path) == path
+    assert served.provenance["samplers"] == [sampler]
+    assert [s["name"] for s in served.provenance["sampler_settings"]] == [sampler]
+    announce_predictor(traversal, quickstart_sampler(sampler))
+    assert capsys.readouterr().err.splitlines() == [
+        f"notice: planning with predictor {path} (fingerprint {served.fingerprint})"
+    ]
+    for other in (s for s in SHIPPED_SAMPLERS if s != sampler):
+        assert provenance_mismatch(served.provenance, quickstart_sampler(other)) == (
+            f"trained on {sampler} trees, while this run samples with {other}"
+        )
+    assert "sampler.alpha (trained 4, this run 2)" in provenance_mismatch(
+        served.provenance, quickstart_sampler(sampler, "sampler.alpha=2")
+    )
+    # The three are three models, not one file thrice.
+    assert len({load_predictor(default_checkpoint(s)).fingerprint for s in SHIPPED_SAMPLERS}) == len(SHIPPED_SAMPLERS)
+
+
+def test_default_names_no_predictor_without_a_sampler_that_has_one():
+    from presto.config import ConfigError
+    from presto.prefetch.predictive import resolve_predictor_path
+
+    for sampler, why in ((None, "no sampler was given"), ("power_smc", "none ships for sampler power_smc")):
+        with pytest.raises(ConfigError, match=f"--predictor=default names the shipped predictor .*{why}"):
+            resolve_predictor_path("default", sampler, option="--predictor")
+    assert resolve_predictor_path(None, None) is None
+    assert resolve_predictor_path("default", "multitry") == default_checkpoint("multitry")
+
+
+def test_a_predictive_run_plans_with_the_predictor_shipped_for_its_sampler(made):
+    """End to end: ``python src/main.py sampler=multitry traversal=predictive`` names multitry.ckpt, and
+    warns that the toy setting (n = 8, B = 4) is not the one it was trained at (n = B = 64)."""
+    done = run_cli(*toy_args(made["table"], made["table"].parent / "mtm_predictive", "traversal=predictive",
+                             "sampler=multitry", steps=3))  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    shipped = load_predictor(default_checkpoint("multitry"))
+    assert f"notice: planning with predictor {shipped.path} (fingerprint {shipped.fingerprint})" in done.stderr
+    warning = next(line for line in done.stderr.splitlines() if line.startswith("warning: predictor"))
+    assert "trained on multitry trees of another setting" in warning
+    assert "sampler.max_new_tokens (trained 64, this run 8)" in warning and "sampler.block_size" in warning

@@ -33,7 +33,7 @@ from presto.predictor.train import (
 from tests.conftest import PROJECT_ROOT
 
 REJECT, ACCEPT, UNCERTAIN = (CLASSES.index(c) for c in ("reject", "accept", "uncertain"))
-DEFAULT = PROJECT_ROOT / "src" / "presto" / "predictor" / "default" / "predictor.ckpt"
+DEFAULT = PROJECT_ROOT / "src" / "presto" / "predictor" / "default" / "powermh.ckpt"
 RETRAIN = PROJECT_ROOT / "scripts" / "retrain_predictor.sh"
 MLP = ModelSettings("mlp", (4,), 1e-3, "adam", 1e-2, max_epochs=2, batch_size=50, val_fraction=0.1, patience=2)
 
@@ -194,7 +194,7 @@ def test_a_checkpoint_of_the_wrong_structure_is_a_predictor_error(name, tmp_path
 
 def test_the_shipped_default_still_loads():
     served = load_predictor(DEFAULT)
-    assert served.fingerprint == "2bcd7f6eed5f" and served.epsilon == 0.01
+    assert served.fingerprint == "3d10d1e8b671" and served.epsilon == 0.01  # the shipped PowerMH model
 
 
 def diverging_examples() -> Examples:

@@ -37,7 +37,7 @@ def error_lines(stderr: str) -> list[str]:
 )
 def test_engine_keys_are_validated_with_the_config(overrides, needle):
     from presto.config import ConfigError, validate
-    from tests.test_runner_review_fixes import compose_run
+    from tests.conftest import compose_run
 
     cfg = compose_run("engine=hf", "dataset=toy", "experiment=none", *overrides)
     with pytest.raises(ConfigError) as err:
@@ -58,7 +58,7 @@ def test_the_hf_engine_built_without_the_config_checks_its_thread_count(tmp_path
 
 def test_the_shipped_engine_configs_validate():
     from presto.config import validate
-    from tests.test_runner_review_fixes import compose_run
+    from tests.conftest import compose_run
 
     for engine in ("hf", "vllm"):
         validate(compose_run(f"engine={engine}", "dataset=toy", "experiment=none"))

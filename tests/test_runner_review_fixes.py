@@ -9,18 +9,7 @@ import pickle
 import numpy as np
 import pytest
 
-from tests.conftest import PROJECT_ROOT, run_cli, toy_args, toy_overrides
-
-
-def compose_run(*overrides: str):
-    """The run config of ``conf/config.yaml`` with ``overrides``, as Hydra composes it for a job."""
-    from hydra import compose, initialize_config_dir
-
-    from presto.cli import register_resolvers
-
-    register_resolvers(PROJECT_ROOT)
-    with initialize_config_dir(str(PROJECT_ROOT / "conf"), version_base="1.3"):
-        return compose("config", overrides=list(overrides))
+from tests.conftest import compose_run, run_cli, toy_args, toy_overrides
 
 
 def toy_run_config(table, *extra: str):

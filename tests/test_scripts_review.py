@@ -146,9 +146,9 @@ def test_benchmark_applies_a_traversal_option_to_the_rule_that_has_it(table, tmp
 
     seen, from_options = [], PredictiveTraversal.from_options.__func__
 
-    def spy(cls, options):
+    def spy(cls, options, sampler=None):
         seen.append(dict(options))
-        return from_options(cls, options)
+        return from_options(cls, options, sampler)
 
     monkeypatch.setattr(PredictiveTraversal, "from_options", classmethod(spy))
     out = tmp_path / "b.json"

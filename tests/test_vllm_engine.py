@@ -248,7 +248,7 @@ def test_every_sampler_and_traversal_gives_the_sequential_chain(engine, prompt, 
     key = ChainKey(0, 0, 0)
     reference, reference_trace = run_chain(kernel, engine, SequentialStepper(), prompt, key, schedule)
     for n_pf in (3, 20):
-        rule = BreadthFirst() if traversal == "bfs" else PredictiveTraversal.from_options({})
+        rule = BreadthFirst() if traversal == "bfs" else PredictiveTraversal.from_options({}, sampler)
         state, trace = run_chain(kernel, engine, PrefetchStepper(rule, n_pf), prompt, key, schedule)
         np.testing.assert_array_equal(state.tokens, reference.tokens)
         assert trace.accepts == reference_trace.accepts

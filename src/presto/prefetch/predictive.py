@@ -235,14 +235,25 @@ class ReachCalibration:
 _HOT: dict[str, HotPredictor] = {}
 
 
-def resolve_predictor_path(value: Any) -> Path | None:
-    """``default``: the shipped checkpoint (next to the package, never the working directory); null: none."""
+def resolve_predictor_path(value: Any, sampler: str | None, option: str = "traversal.predictor") -> Path | None:
+    """The checkpoint ``value`` names: a path; null: none; ``default``: the shipped checkpoint
+    trained on ``sampler``'s trees (next to the package, never the working directory).
+
+    ``default`` with no sampler to choose by, or one no predictor ships for, is a ConfigError
+    naming ``option`` (the setting that said ``default``).
+    """
     if value is None or (isinstance(value, str) and value.strip().lower() in ("", "null", "none")):
         return None
     if value == "default":
-        from presto.predictor import DEFAULT_CHECKPOINT
+        from presto.predictor import SHIPPED_SAMPLERS, default_checkpoint
 
-        return DEFAULT_CHECKPOINT
+        if sampler not in SHIPPED_SAMPLERS:
+            which = "no sampler was given" if sampler is None else f"none ships for sampler {sampler}"
+            raise ConfigError(
+                f"{option}=default names the shipped predictor of the run's sampler "
+                f"({', '.join(SHIPPED_SAMPLERS)}), but {which}: name a checkpoint PATH, or null (h = 1/2)"
+            )
+        return default_checkpoint(sampler)
     return Path(str(value)).expanduser().resolve()
 
 
@@ -271,7 +282,7 @@ class PredictiveTraversal(Traversal):
         self.sampler: Any = None  # the run's sampler settings (expect_sampler): swapped-in models are checked
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> PredictiveTraversal:
+    def from_options(cls, options: dict[str, Any], sampler: str | None = None) -> PredictiveTraversal:
         unknown = sorted(set(options) - set(OPTIONS))
         if unknown:
             raise ConfigError(f"traversal=predictive has no option(s) {unknown}; it takes {', '.join(OPTIONS)}")
@@ -293,7 +304,7 @@ class PredictiveTraversal(Traversal):
         warmup_rows = options.get("warmup_rows", 8)
         if isinstance(warmup_rows, bool) or not isinstance(warmup_rows, int) or warmup_rows < 1:
             raise ConfigError(f"traversal.warmup_rows must be an integer >= 1, got {warmup_rows!r}")
-        path = resolve_predictor_path(options.get("predictor", "default"))
+        path = resolve_predictor_path(options.get("predictor", "default"), sampler)
         predictor = None
         if path is not None:
             key = str(path)

@@ -34,8 +34,10 @@ class Traversal(ABC):
     """What the latest plan was based on (logged with its round in trees.jsonl); None: nothing to log."""
 
     @classmethod
-    def from_options(cls, options: dict[str, Any]) -> Traversal:
-        """Build from the traversal group's keys (besides ``name``); rules without keys take none."""
+    def from_options(cls, options: dict[str, Any], sampler: str | None = None) -> Traversal:
+        """Build from the traversal group's keys (besides ``name``); rules without keys take none.
+        ``sampler``: the run's sampler name, for rules whose defaults depend on it (the predictive
+        rule's shipped predictor)."""
         from presto.config import check_keys
 
         check_keys(options, "traversal", f"traversal={cls.name}", ())  # a ConfigError: one line

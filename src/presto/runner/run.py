@@ -65,7 +65,7 @@ def build_traversal(settings: RunSettings) -> Traversal | None:
 
     if settings.traversal not in TRAVERSALS:
         raise ValueError(f"traversal={settings.traversal} is not implemented yet")
-    return TRAVERSALS[settings.traversal].from_options(settings.traversal_options)
+    return TRAVERSALS[settings.traversal].from_options(settings.traversal_options, settings.sampler.name)
 
 
 def make_stepper(settings: RunSettings, traversal: Traversal | None, on_round) -> BlockStepper:
