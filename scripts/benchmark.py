@@ -306,7 +306,13 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     from presto.prefetch.clairvoyant import ClairvoyantTraversal, TrajectoryRecorder
     from presto.prefetch.presto import PrefetchStepper
     from presto.prefetch.traversal import TRAVERSALS
-    from presto.runner.run import encode_prompt, load_task_and_engine, sample_chain, warn_if_not_exact
+    from presto.runner.run import (
+        announce_predictor,
+        encode_prompt,
+        load_task_and_engine,
+        sample_chain,
+        warn_if_not_exact,
+    )
     from presto.samplers import build_kernel
     from presto.samplers.chain import BlockSchedule, SequentialStepper
 
@@ -359,6 +365,8 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
                 for setup in setups
                 if setup[0] not in ("sequential", CLAIRVOYANT)
             }
+            for rule in traversals.values():  # which predictor each sampler's rule plans with, as a run says
+                announce_predictor(rule, options)
             records: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
             rounds: dict[tuple[str, int], list[dict]] = {setup: [] for setup in setups}
             for problem in problems:

@@ -292,6 +292,20 @@ def print_table(result: dict[str, Any], n_pf: list[int]) -> None:
         )
 
 
+def holds_a_round(file: Path) -> bool:
+    """Whether a line of ``file`` is a prefetch round, read quietly: the replay reads the file
+    again, and warns about its damaged lines (or refuses what is not a tree log) then."""
+    with open(file, encoding="utf-8", errors="replace") as lines:
+        for line in lines:
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict) and "nodes" in record and "depth_cap" in record:
+                return True
+    return False
+
+
 def default_predictor_path(value: str, files: list[Path]) -> Path | None:
     """The checkpoint ``--predictor`` names; ``default``: the one shipped for the sampler of the
     runs whose trees hold rounds (their summary.json or config.yaml), which must be one sampler
@@ -302,19 +316,19 @@ def default_predictor_path(value: str, files: list[Path]) -> Path | None:
 
     if value != "default":
         return resolve_predictor_path(value, None, option="--predictor")
-    logged = [file for file in files if next(checked_rounds([file]), None) is not None]  # MalformedTrees
+    logged = [file for file in files if holds_a_round(file)]
     if not logged:
         return None  # no rounds to replay, which the replay says
     names = sorted({run_info(file).sampler for file in logged})
+    if UNKNOWN in names:
+        raise ConfigError(
+            "--predictor default: the runs do not say their sampler (no summary.json or config.yaml beside "
+            "trees.jsonl); name a checkpoint with --predictor PATH"
+        )
     if len(names) > 1:
         raise ConfigError(
             f"--predictor default: the trees come from runs of {', '.join(names)}, and each sampler has its "
             "own shipped predictor; replay one sampler's runs at a time, or name a checkpoint with --predictor PATH"
-        )
-    if names == [UNKNOWN]:
-        raise ConfigError(
-            "--predictor default: the runs do not say their sampler (no summary.json or config.yaml beside "
-            "trees.jsonl); name a checkpoint with --predictor PATH"
         )
     return resolve_predictor_path(value, names[0], option="--predictor")
 
@@ -340,7 +354,7 @@ def main(argv: list[str]) -> int:
         files = tree_files(args.runs)
         path = default_predictor_path(args.predictor, files)
         predictor = None if path is None else load_predictor(path, option="--predictor")
-    except (ConfigError, FileNotFoundError, MalformedTrees) as err:  # PredictorError is a ConfigError
+    except (ConfigError, FileNotFoundError) as err:  # PredictorError is a ConfigError
         return fail(str(err))
     except ValueError as err:  # --out
         return fail(str(err))

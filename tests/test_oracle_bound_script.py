@@ -152,3 +152,19 @@ def test_trees_without_their_run_directory_need_a_named_predictor(toy_table, tmp
     assert done.stderr.startswith("error: --predictor default: the runs do not say their sampler")
     done = run_script(str(tmp_path / "copy"), "--n-pf", "3", "--predictor", "null", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
+    # Beside a run that does say its sampler, the copy still does not: the same line, not "runs of
+    # powermh, unknown".
+    done = run_script(str(run_dir), str(tmp_path / "copy"), "--n-pf", "3", cwd=tmp_path)
+    assert done.returncode == 2 and done.stderr.startswith("error: --predictor default: the runs do not say")
+
+
+def test_choosing_the_default_predictor_does_not_warn_twice_about_a_damaged_line(toy_table, tmp_path):
+    """The sampler is looked up quietly; the replay warns once about a line that is not JSON."""
+    run_dir = tmp_path / "run"
+    done = run_cli(*toy_args(toy_table, run_dir, "traversal=bfs", "budget.n_pf=3"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    trees = run_dir / "trees.jsonl"
+    trees.write_text("{not json\n" + trees.read_text())
+    done = run_script(str(run_dir), "--n-pf", "3", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stderr.count("line 1 is not JSON; skipped") == 1

@@ -192,9 +192,16 @@ def test_a_checkpoint_of_the_wrong_structure_is_a_predictor_error(name, tmp_path
     assert any("keeping the previous predictor" in str(w.message) for w in caught)
 
 
-def test_the_shipped_default_still_loads():
-    served = load_predictor(DEFAULT)
-    assert served.fingerprint == "3d10d1e8b671" and served.epsilon == 0.01  # the shipped PowerMH model
+@pytest.mark.parametrize(
+    ("sampler", "fingerprint"),
+    [("powermh", "3d10d1e8b671"), ("entropycut", "6779dc384821"), ("multitry", "9f750276be37")],
+)
+def test_the_shipped_defaults_still_load(sampler, fingerprint):
+    """The shipped models, unchanged (HOW_IT_WAS_MADE.md and the README name these fingerprints)."""
+    from presto.predictor import default_checkpoint
+
+    served = load_predictor(default_checkpoint(sampler))
+    assert served.fingerprint == fingerprint and served.epsilon == 0.01
 
 
 def diverging_examples() -> Examples:

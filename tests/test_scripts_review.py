@@ -140,6 +140,21 @@ def test_benchmark_applies_a_sampler_option_to_the_samplers_that_have_it(table, 
     assert [s for s, _, _ in rows_of(out)] == ["powermh"] * 2 + ["entropycut"] * 2
 
 
+def test_benchmark_serves_each_sampler_the_predictor_shipped_for_it(table, tmp_path, capsys):
+    """traversal.predictor=default is per sampler in the benchmark as in a run, and it says which."""
+    from presto.predictor import default_checkpoint
+    from presto.predictor.hotload import load_predictor
+
+    argv = ("--samplers", "powermh", "multitry", "--traversals", "bfs", "predictive", "--n-pf", "2", *small(table))
+    assert call_script(benchmark, *argv, "--out", tmp_path / "b.json") == 0
+    notices = [line for line in capsys.readouterr().err.splitlines() if line.startswith("notice: planning with")]
+    expected = []
+    for sampler in ("powermh", "multitry"):
+        shipped = load_predictor(default_checkpoint(sampler))
+        expected.append(f"notice: planning with predictor {shipped.path} (fingerprint {shipped.fingerprint})")
+    assert notices == expected
+
+
 def test_benchmark_applies_a_traversal_option_to_the_rule_that_has_it(table, tmp_path, monkeypatch):
     """traversal.predictor and friends are the predictive rule's: BFS beside it must not refuse them."""
     from presto.prefetch.predictive import PredictiveTraversal
