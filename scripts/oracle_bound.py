@@ -153,12 +153,18 @@ PROGRESS_DELAY_S = 2.0
 """Seconds before the replay shows a progress bar on stderr (short replays stay quiet)."""
 
 
+def is_round(record: Any) -> bool:
+    """Whether a trees.jsonl record has a prefetch round's shape, as far as the replay reads it
+    (its nodes are checked one by one as it reads them)."""
+    return isinstance(record, dict) and isinstance(record.get("nodes"), list) and "depth_cap" in record
+
+
 def checked_rounds(files: list[Path]) -> Iterator[dict[str, Any]]:
     """Round records of ``files``, each checked for what the replay reads (MalformedTrees otherwise)."""
     for file in files:
         for number, record in enumerate(iter_rounds([file]), 1):
             where = f"{file}: record {number}"
-            if not isinstance(record, dict) or not isinstance(record.get("nodes"), list) or "depth_cap" not in record:
+            if not is_round(record):
                 raise MalformedTrees(f"{where} is not a prefetch round (an object with nodes and depth_cap)")
             for node in record["nodes"]:
                 if not isinstance(node, dict) or any(k not in node for k in NODE_KEYS):
@@ -301,7 +307,7 @@ def holds_a_round(file: Path) -> bool:
                 record = json.loads(line)
             except ValueError:
                 continue
-            if isinstance(record, dict) and "nodes" in record and "depth_cap" in record:
+            if is_round(record):
                 return True
     return False
 

@@ -17,7 +17,7 @@ SHIPPED_SAMPLERS = ("powermh", "entropycut", "multitry")
 one was trained on its own sampler's trees, logged by the embedded default."""
 
 
-def default_checkpoint(sampler: str) -> Path:
+def default_checkpoint(sampler: str | None) -> Path:
     """The shipped predictor of ``sampler`` (one of :data:`SHIPPED_SAMPLERS`), which
     ``traversal.predictor=default`` names in a run of that sampler."""
     if sampler not in SHIPPED_SAMPLERS:

@@ -247,13 +247,14 @@ def resolve_predictor_path(value: Any, sampler: str | None, option: str = "trave
     if value == "default":
         from presto.predictor import SHIPPED_SAMPLERS, default_checkpoint
 
-        if sampler not in SHIPPED_SAMPLERS:
+        try:
+            return default_checkpoint(sampler)  # ValueError: no predictor ships for it
+        except ValueError:
             which = "no sampler was given" if sampler is None else f"none ships for sampler {sampler}"
             raise ConfigError(
                 f"{option}=default names the shipped predictor of the run's sampler "
                 f"({', '.join(SHIPPED_SAMPLERS)}), but {which}: name a checkpoint PATH, or null (h = 1/2)"
-            )
-        return default_checkpoint(sampler)
+            ) from None
     return Path(str(value)).expanduser().resolve()
 
 
