@@ -133,3 +133,27 @@ def test_choice_prompt_lists_letters_and_asks_for_the_format() -> None:
 )
 def test_full_width_forms_are_read_as_their_ascii_letters(text, expected):
     assert extract_choice(text) == expected
+
+
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        # a supposition after a firm answer does not override it
+        ("Answer: B\n\nHmm, maybe the answer is C. Let me check the units", "B"),
+        ("Answer: B\n\nLet me double-check: if the answer is C, then the mass would be 3 kg, which is wrong.", "B"),
+        ("The correct option is (D).\nAssuming the correct option is A, the rate would double.", "D"),
+        # a supposition alone is no answer
+        ("Suppose the answer is A. Then", None),
+        ("So maybe the answer is A, but let me verify this by computing", None),
+        ("If the answer is (C), the charge is", None),
+        # firm statements, also after a supposition in another sentence
+        ("Suppose the answer is A. Then x < 0, a contradiction. So the answer is (B).", "B"),
+        ("Let me double-check. The answer is (B).", "B"),
+        ("I'd say the answer is C.", "C"),
+        ("If we add everything up, the answer is C.", "C"),
+        ("Maybe not. Answer: \\boxed{D}", "D"),
+    ],
+)
+def test_a_supposed_answer_is_not_the_choice(text: str, letter: str | None) -> None:
+    """As in the math grader: "suppose the answer is A" mid-reasoning is a guess under test."""
+    assert extract_choice(text) == letter

@@ -15,7 +15,7 @@ from presto.tasks.code_grader import (
     mbpp_program,
     strip_example_usage,
 )
-from presto.tasks.code_tasks import LiveCodeBenchTask, MBPPTask
+from presto.tasks.code_tasks import HumanEvalTask, LiveCodeBenchTask, MBPPTask
 from presto.tasks.sandbox import SandboxLimits
 
 LIMITS = SandboxLimits(timeout_s=5.0, memory_mb=512)
@@ -296,3 +296,94 @@ def test_livecodebench_call_demo_after_a_correct_solution_does_not_fail_it() -> 
         for body, expected in (("sum(nums)", True), ("max(nums)", False)):
             completion = f"```python\n{solution.format(body)}\n{demo}\n```"
             assert task.grade(problem, completion).correct is expected, (demo, body)
+
+
+TRUNCATE = "def truncate_number(number: float) -> float:\n    return number % 1.0"
+IN_A_LIST = "1. **Implementation**:\n   ```python\n{}\n   ```\n2. **Complexity**: O(1)."
+SIGNATURE = "def truncate_number(number: float) -> float:"
+
+
+@pytest.mark.parametrize(
+    ("text", "program"),
+    [
+        (IN_A_LIST.format(f"   {SIGNATURE}\n       return number % 1.0"), TRUNCATE),
+        # tab-indented: the fence's own indentation comes off each line, the body's stays
+        (f"1. Code:\n\t```python\n\t{SIGNATURE}\n\t\treturn number % 1.0\n\t```",
+         f"{SIGNATURE}\n\treturn number % 1.0"),
+        # a line indented less than the fence loses what it has; a blank line stays blank
+        (f"  ```python\n  {SIGNATURE}\n\n      return number % 1.0\n x = 1\n  ```",
+         f"{SIGNATURE}\n\n    return number % 1.0\nx = 1"),
+        # a fence on a list item's line: its content is indented to the column after the marker
+        (f"- ```python\n  {SIGNATURE}\n      return number % 1.0\n  ```", TRUNCATE),
+        (f"1. ````python\n   {SIGNATURE}\n       return number % 1.0\n   ````", TRUNCATE),
+        # the unclosed last block of a cut generation, indented the same way
+        (f"1. Code:\n   ```python\n   {SIGNATURE}\n       return number % 1.0\n", TRUNCATE),
+    ],
+)  # fmt: skip
+def test_extract_program_strips_the_indentation_of_a_fence_in_a_list(text: str, program: str) -> None:
+    """CommonMark removes up to the opening fence's indentation from each content line."""
+    assert extract_program(text, ("truncate_number",)) == program
+
+
+def test_a_solution_fenced_in_a_markdown_list_passes() -> None:
+    prompt = 'def truncate_number(number: float) -> float:\n    """The decimal part."""\n'
+    test = "def check(candidate):\n    assert candidate(3.5) == 0.5\n"
+    reference = {"prompt": prompt, "test": test, "entry_point": "truncate_number"}
+    task = HumanEvalTask({"allow_code_execution": True, "timeout_s": 5})
+    problem = Problem(0, "HumanEval/2", [], "", reference)
+    good = IN_A_LIST.format(f"   {SIGNATURE}\n       return number % 1.0")
+    wrong = IN_A_LIST.format(f"   {SIGNATURE}\n       return number // 1.0")
+    assert task.grade(problem, good).correct is True
+    assert task.grade(problem, wrong).correct is False
+    listed = "1. Solution:\n   ```python\n   def sq(x):\n       return x * x\n   ```"
+    assert _mbpp_grade(listed) is True
+    assert _mbpp_grade(listed.replace("x * x", "x + x")) is False
+
+
+TABLE_LOOP = "def square_perimeter(a):\n    return TABLE[a]\nTABLE = {}\nfor i in range(100):\n    TABLE[i] = 4 * i"
+
+
+@pytest.mark.parametrize(
+    "code",
+    [
+        TABLE_LOOP,
+        "def sq(x):\n    return SQUARES[x]\nSQUARES = []\nwhile len(SQUARES) < 10:\n    SQUARES.append(len(SQUARES))",
+        "def sq(x):\n    return SQUARES[x]\nSQUARES = {}\nSQUARES.update({i: i * i for i in range(10)})",
+        "def sq(x):\n    return LIMIT * x\nif True:\n    LIMIT = 1",
+        "def sq(x):\n    return GRID[0][x]\nGRID = [[0] * 3]\nfor j in range(3):\n    GRID[0][j] = j * j",
+    ],
+)
+def test_strip_example_usage_keeps_statements_that_build_what_the_solution_reads(code: str) -> None:
+    assert strip_example_usage(code + "\nprint(sq(2))", ("sq", "square_perimeter")) == code
+
+
+@pytest.mark.parametrize(
+    "demo",
+    [
+        "\nfor i in range(3):\n    print(sq(i))",  # a demo loop: it fills nothing the solution reads
+        "\nfor i in range(3):\n    TABLE[i] = sq(i)",  # it calls the solution itself
+        "\nif __name__ == '__main__':\n    n = int(input())\n    print(sq(n))",
+        "\nfor line in open(0):\n    TABLE[0] = line",  # it reads stdin, which is empty under the judge
+        "\nwith open('x.txt') as f:\n    print(f.read())",
+        "\nassert sq(1) == 2",
+    ],
+)
+def test_strip_example_usage_still_drops_loops_and_blocks_of_example_usage(demo: str) -> None:
+    code = "TABLE = {}\ndef sq(x):\n    return TABLE.get(x, x * x)"
+    assert strip_example_usage(code + demo, ("sq",)) == code
+
+
+def test_strip_example_usage_drops_method_calls_on_modules_the_solution_reads() -> None:
+    """``sys.exit(0)`` after a solution that reads ``sys.maxsize`` is a demo's end, not a table."""
+    code = "import sys\nimport unittest\n"
+    code += "def sq(x):\n    return min(x * x, sys.maxsize)\nclass T(unittest.TestCase):\n    pass"
+    assert strip_example_usage(code + "\nunittest.main()\nsys.exit(0)", ("sq",)) == code
+
+
+def test_mbpp_table_filled_by_a_loop_after_the_function_passes() -> None:
+    task = MBPPTask({"allow_code_execution": True, "timeout_s": 5})
+    tests = ["assert square_perimeter(10) == 40", "assert square_perimeter(5) == 20"]
+    problem = Problem(0, "mbpp/17", [], "", {"tests": tests, "setup": ""})
+    completion = "```python\n" + TABLE_LOOP.replace("\nTABLE = {}", "\n\nTABLE = {}") + "\n```"
+    assert task.grade(problem, completion).correct is True
+    assert task.grade(problem, completion.replace("4 * i", "2 * i")).correct is False

@@ -511,3 +511,22 @@ def test_every_yaml_builds_its_task() -> None:
 def test_enable_thinking_is_carried_to_the_chat_template() -> None:
     assert build_task({"name": "gen_math", "enable_thinking": False}).chat_template_kwargs == {"enable_thinking": False}
     assert build_task({"name": "math500", "enable_thinking": True}).chat_template_kwargs == {"enable_thinking": True}
+
+
+@pytest.mark.parametrize("name", ["toy", "math500", "gpqa_diamond", "mbpp"])
+def test_one_stop_string_given_as_a_string_is_one_stop_string(name: str) -> None:
+    """``dataset.stop_strings="</answer>"`` is one stop string, not the characters of it."""
+    assert build_task({"name": name, "stop_strings": "</answer>"}).stop_strings == ("</answer>",)
+    assert build_task({"name": name, "stop_strings": ["</a>", "</b>"]}).stop_strings == ("</a>", "</b>")
+    for wrong in (["</a>", 3], 3, {"a": "</a>"}):
+        with pytest.raises(TaskDataError, match="stop_strings") as info:
+            build_task({"name": name, "stop_strings": wrong})
+        assert "\n" not in str(info.value)
+
+
+def test_a_stop_string_given_as_a_string_cuts_the_completion_there() -> None:
+    task = build_task({"name": "math500", "stop_strings": "</answer>"})
+    problem = Problem(0, "p", [], "", "5")
+    # each of its characters as a stop string cut "\\boxed{5}" at its "e"
+    assert task.grade(problem, "\\boxed{5}</answer>\\boxed{6}").correct is True
+    assert task.grade(problem, "\\boxed{6}</answer>\\boxed{5}").correct is False

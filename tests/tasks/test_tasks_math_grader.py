@@ -290,3 +290,90 @@ def test_full_width_forms_are_read_as_ascii(text, reference, correct):
 
 def test_a_full_width_integer_answer_is_graded_as_its_digits():
     assert grade_integer("Answer：０３３", 33).correct is True
+
+
+@pytest.mark.parametrize(
+    ("text", "reference", "extracted"),
+    [
+        # a dollar sign before an amount, with no closing "$" in its sentence: currency, not math
+        ("At first I got that the answer is 40, but I forgot the tax. Adding it, the final answer is $44.", "44", "44"),
+        ("The answer is $28,080.", "28080", "28,080"),
+        ("The answer is $12.50 per hour.\nDone", "12.5", "12.50 per hour"),
+        ("Answer: $ 7", "7", "7"),
+        ("The final answer is $44. The price was $x$ before.", "44", "44"),
+        # math that closes is still math, an escaped dollar still an amount
+        ("The answer is $44$.", "44", "44"),
+        ("The answer is $5 \\cdot 3$.", "15", "5 \\cdot 3"),
+        ("The answer is \\$12.", "12", "\\$12"),
+    ],
+)
+def test_a_currency_dollar_is_not_unclosed_math(text: str, reference: str, extracted: str) -> None:
+    grade = grade_math(text, reference)
+    assert grade.extracted == extracted
+    assert grade.correct is True
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "The answer is $\\frac{1}{",  # math cut at the end of the text stays truncated
+        "The answer is $\\sqrt{2",
+        "The answer is $x + 1",
+    ],
+)
+def test_truncated_math_after_a_dollar_is_still_no_answer(text: str) -> None:
+    assert extract_math_answer(text) is None
+
+
+@pytest.mark.parametrize(
+    ("text", "reference", "correct"),
+    [
+        ("The answer is 44 pebbles.", "44", True),
+        ("The answer is 44 apples.", "44", True),
+        ("\\boxed{44 pebbles}", "44", True),
+        ("The answer is 12 people.", "12", True),
+        ("The answer is 12 dollars.", "12", True),
+        ("\\boxed{1,250 square feet}", "1250", True),
+        ("\\boxed{2.5 hours}", "\\frac{5}{2}", True),
+        ("The answer is 12 people.", "13", False),
+        # symbolic answers and qualifying phrases are not units
+        ("\\boxed{2x}", "2", False),
+        ("\\boxed{2 x}", "2", False),
+        ("\\boxed{12 pi}", "12", False),
+        ("\\boxed{2 sin x}", "2", False),
+        ("\\boxed{44 percent}", "0.44", True),  # math-verify reads "percent" as %
+        ("\\boxed{5 or 6 people}", "5", False),
+        ("\\boxed{x + 1}", "x+1", True),
+        ("\\boxed{n = 3}", "3", True),
+        ("\\boxed{\\pi}", "\\pi", True),
+        ("\\boxed{i}", "i", True),
+        ("\\boxed{[2, 5)}", "[2, 5)", True),
+        ("\\boxed{\\{1, 2\\}}", "\\{1, 2\\}", True),
+        ("\\boxed{\\text{Evelyn}}", "\\text{Evelyn}", True),
+    ],
+)
+def test_a_plain_word_unit_after_a_number(text: str, reference: str, correct: bool) -> None:
+    """math-verify reads "12 people" as a product of symbols; the unit words are not the answer."""
+    assert grade_math(text, reference).correct is correct
+
+
+@pytest.mark.parametrize(
+    ("text", "reference", "extracted"),
+    [
+        ("So the answer is 44!", "44", "44"),
+        ("The answer is 44! Great.", "44", "44"),
+        # in math or a box, "!" is a factorial
+        ("The answer is $5!$", "120", "5!"),
+        ("The answer is $5!$.", "120", "5!"),
+        ("\\boxed{5!}", "120", "5!"),
+    ],
+)
+def test_an_exclamation_mark_ends_a_plain_answer(text: str, reference: str, extracted: str) -> None:
+    grade = grade_math(text, reference)
+    assert grade.extracted == extracted
+    assert grade.correct is True
+
+
+def test_an_exclamation_mark_after_an_integer_answer() -> None:
+    assert grade_integer("The answer is 42!", 42).correct is True
+    assert grade_integer("The answer is 42!", 43).correct is False

@@ -14,7 +14,8 @@ wrong, so an accuracy figure always says what it was computed over.
 from __future__ import annotations
 
 import importlib
-from collections.abc import Callable, Mapping
+import re
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
@@ -107,6 +108,38 @@ def half_width(text: str) -> str:
     would also turn "x²" into "x2" and change what a math answer says.
     """
     return text.translate(_HALF_WIDTH)
+
+
+# words that make an answer phrase a supposition, not a statement, when one comes shortly
+# before it in the same sentence: "suppose the answer is 204", "check if the answer is 5"
+_HYPOTHETICAL = re.compile(r"\b(?:if|suppos(?:e|ing)|assum(?:e|ing)|whether|maybe|guess|say|check)\b", re.IGNORECASE)
+# "say" after these states the answer rather than supposing it
+_STATING = re.compile(r"\b(?:I'd|I\s+would|I\s+can|we\s+can|safe\s+to|so\s+I)\s+say\b", re.IGNORECASE)
+_SENTENCE_END = re.compile(r"[.!?\n]")
+
+
+def is_hypothetical(text: str, lead_start: int) -> bool:
+    """Whether the answer phrase at ``lead_start`` ("the answer is") is a supposition
+    mid-reasoning rather than a statement: one of :data:`_HYPOTHETICAL` among the four words
+    before it, in its sentence ("Maybe the answer is 3? Then", "if the answer is C, then").
+
+    Shared by the math and choice graders: a truncated chain's guess under test must not
+    count as its answer, nor override the firm answer stated before it.
+    """
+    before = _SENTENCE_END.split(text[max(0, lead_start - 200) : lead_start])[-1]
+    before = _STATING.sub(" ", before)  # "I'd say the answer is 12." states it
+    return _HYPOTHETICAL.search(" ".join(before.split()[-4:])) is not None
+
+
+def stop_strings_from(cfg: Mapping[str, Any]) -> tuple[str, ...]:
+    """``dataset.stop_strings``: a list of strings, or one string (one stop string, not a tuple
+    of its characters, each of which would cut every completion at its first letter);
+    the defaults when unset or empty."""
+    stops = cfg.get("stop_strings") or DEFAULT_STOP_STRINGS
+    stops = (stops,) if isinstance(stops, str) else stops
+    if not isinstance(stops, Sequence) or not all(isinstance(stop, str) for stop in stops):
+        raise TaskDataError(f"dataset.stop_strings must be a string or a list of strings, got {stops!r:.80}")
+    return tuple(stops)
 
 
 def chat_template_kwargs_from(cfg: Mapping[str, Any]) -> dict[str, Any]:

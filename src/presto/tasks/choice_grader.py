@@ -6,7 +6,9 @@ any case: an answer statement ("Answer: c", "the answer is (B)", "**Answer:** $\
 only the letter ("(B)", "B."). A capital letter anywhere else is *not* a choice: "Option A
 claims..." or "a C=O bond" would otherwise turn a truncated chain into a 1-in-4 guess that
 inflates accuracy by chance. No explicit statement means no answer (graded wrong), and
-neither does a hedge ("the answer is B or C", "Answer: B, C") or a variable ("the answer is c/2").
+neither does a hedge ("the answer is B or C", "Answer: B, C"), a variable ("the answer is c/2")
+or a supposition mid-reasoning ("maybe the answer is C, let me check"), which also does not
+override a firm answer stated before it.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ from __future__ import annotations
 import re
 from functools import cache
 
-from presto.tasks.base import Grade, half_width
+from presto.tasks.base import Grade, half_width, is_hypothetical
 
 # statements after which the letter comes: "Answer:", "the answer is", "answer should be",
 # "the correct option is", markdown bold allowed around the colon
@@ -102,7 +104,8 @@ def extract_choice(text: str, letters: str = "ABCD") -> str | None:
     """
     text = half_width(text)
     letter, alone, statements, hedge, listed = _patterns(letters)
-    matches = [m for lead in _LEADS.finditer(text) if (m := _letter_after(text, lead.end(), letter))]
+    leads = [lead for lead in _LEADS.finditer(text) if not is_hypothetical(text, lead.start())]
+    matches = [m for lead in leads if (m := _letter_after(text, lead.end(), letter))]
     matches += [m for pattern in statements for m in pattern.finditer(text)]
     found = [
         (m.start("letter"), m.group("letter").upper())

@@ -7,12 +7,12 @@ from collections.abc import Mapping
 from typing import Any
 
 from presto.tasks.base import (
-    DEFAULT_STOP_STRINGS,
     Grade,
     Problem,
     TaskDataError,
     chat_template_kwargs_from,
     cut_at_stop,
+    stop_strings_from,
 )
 from presto.tasks.choice_grader import grade_choice
 from presto.tasks.data import load_rows, require
@@ -24,7 +24,7 @@ class _ChoiceTask:
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.cfg = dict(cfg)
-        self.stop_strings = tuple(self.cfg.get("stop_strings") or DEFAULT_STOP_STRINGS)
+        self.stop_strings = stop_strings_from(self.cfg)
 
     @property
     def chat_template_kwargs(self) -> dict[str, Any]:

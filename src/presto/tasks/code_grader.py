@@ -25,6 +25,10 @@ _OPEN = r"```[ \t]*+([A-Za-z0-9_+-]*+)[^`\n]*+\n"
 _FENCE = re.compile(_OPEN + r"(.*?)```", re.DOTALL)
 _OPEN_FENCE = re.compile(_OPEN)
 _BACKTICKS = re.compile(r"`+")
+# what may stand before an opening fence on its line: indentation, or a list item's marker
+# ("1. ```python"), whose content is indented to the column after it
+_FENCE_INDENT = re.compile(r"[ \t]*(?:(?:[-*+]|\d{1,9}[.)])[ \t]+)?")
+_MAX_FENCE_INDENT = 64  # deeper than any nesting of lists
 _PY_LABELS = {"python", "py", "python3", "py3"}
 _READS_STDIN = re.compile(r"\binput\s*\(|\bstdin\b|\bopen\s*\(\s*0\s*[,)]|\bfileinput\b")
 
@@ -55,7 +59,28 @@ def _unclosed_block(text: str, start: int) -> tuple[str, str] | None:
         pos = text.find("```", run_end)
     if fence is None or (fence.group(1) and fence.group(1).lower() not in _PY_LABELS):
         return None
-    return fence.group(1), text[fence.end() :]
+    return fence.group(1), _dedent(text[fence.end() :], _fence_indent(text, fence.start()))
+
+
+def _fence_indent(text: str, fence_start: int) -> int:
+    """How far the fence at ``fence_start`` is indented: the width of what stands before it
+    on its line, when that is only indentation or a list marker (else 0: "Here: ```python")."""
+    window = max(0, fence_start - _MAX_FENCE_INDENT)
+    line_start = text.rfind("\n", window, fence_start) + 1
+    if line_start == 0 and window > 0:
+        return 0  # a long line before it: prose (and no rescan of a long line for every fence on it)
+    prefix = text[line_start:fence_start].rstrip("`")  # a longer fence ("````python") opens with its last three
+    return len(prefix) if _FENCE_INDENT.fullmatch(prefix) else 0
+
+
+def _dedent(body: str, indent: int) -> str:
+    """``body`` with up to ``indent`` leading spaces or tabs removed from each line, as CommonMark
+    does for a fence indented by ``indent``: a block fenced inside a Markdown list carries the
+    list's indentation on every line, which would hide its ``def`` and not parse."""
+    if not indent:
+        return body
+    lines = body.split("\n")
+    return "\n".join(line[min(indent, len(line) - len(line.lstrip(" \t"))) :] for line in lines)
 
 
 def extract_program(text: str, entry_points: Sequence[str] = (), *, reads_stdin: bool = False) -> str:
@@ -72,8 +97,9 @@ def extract_program(text: str, entry_points: Sequence[str] = (), *, reads_stdin:
        text before a stray closing fence, else the whole text (a bare function body, in the
        classic completion format).
 
-    With ``entry_points``, example usage the model wrote after the solution in the same
-    block is dropped as well (:func:`strip_example_usage`).
+    A fenced block indented in Markdown (inside a numbered list) loses the fence's indentation
+    on every line, as CommonMark reads it. With ``entry_points``, example usage the model
+    wrote after the solution in the same block is dropped as well (:func:`strip_example_usage`).
     """
     program = _fenced_program(text, entry_points, reads_stdin)
     return strip_example_usage(program, entry_points) if entry_points else program
@@ -82,7 +108,7 @@ def extract_program(text: str, entry_points: Sequence[str] = (), *, reads_stdin:
 def _fenced_program(text: str, entry_points: Sequence[str], reads_stdin: bool) -> str:
     """:func:`extract_program`'s steps 1-3."""
     fences = list(_FENCE.finditer(text))
-    blocks = [(fence.group(1), fence.group(2)) for fence in fences]
+    blocks = [(fence.group(1), _dedent(fence.group(2), _fence_indent(text, fence.start()))) for fence in fences]
     unclosed = _unclosed_block(text, fences[-1].end() if fences else 0)
     code_blocks = [body for label, body in blocks if not label or label.lower() in _PY_LABELS]
     code_blocks += [unclosed[1]] if unclosed else []
@@ -167,11 +193,14 @@ def strip_example_usage(code: str, entry_points: Sequence[str]) -> str:
     token limit cut mid-way. The task's tests call the function themselves, and the demo
     is no part of the answer (as with a separate "Example usage:" block), so it must not
     make a correct function fail. Top-level statements after the last def, class or import
-    are dropped, except assignments without calls (constants a function may read) and
-    assignments to a name the definitions read (a table built for the function). A
-    program that does not parse is first cut back to the longest prefix of whole
-    top-level statements that parses. Unchanged (graded as it is) when no version defines
-    one of ``entry_points``; not for stdin programs, whose top level is the program.
+    are dropped, except assignments without calls (constants a function may read),
+    assignments to a name the definitions read (a table built for the function), and
+    loops, ``if``/``with`` blocks and expressions that fill such a table (``for i in
+    range(100): TABLE[i] = 4 * i``, ``TABLE.update(...)``) without calling the solution or
+    reading stdin (:func:`_builds_a_table`). A program that does not parse is first cut
+    back to the longest prefix of whole top-level statements that parses. Unchanged
+    (graded as it is) when no version defines one of ``entry_points``; not for stdin
+    programs, whose top level is the program.
     """
     lines = code.split("\n")
     tree = _parse(code)
@@ -187,11 +216,15 @@ def strip_example_usage(code: str, entry_points: Sequence[str]) -> str:
     last = max(i for i, node in enumerate(tree.body) if isinstance(node, _DEFINITIONS))
     kept = lines[: tree.body[last].end_lineno]
     read = _names_read(tree.body[: last + 1])
+    tables = read - _names_defined(tree.body)
     for node in tree.body[last + 1 :]:
-        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign) and (
-            _names_assigned(node) & read or not any(isinstance(n, ast.Call) for n in ast.walk(node))
-        ):
-            kept += lines[node.lineno - 1 : node.end_lineno]
+        source = lines[node.lineno - 1 : node.end_lineno]
+        if isinstance(node, ast.Assign | ast.AnnAssign | ast.AugAssign):
+            keep = _names_assigned(node) & read or not any(isinstance(n, ast.Call) for n in ast.walk(node))
+        else:
+            keep = _builds_a_table(node, "\n".join(source), tables, entry_points)
+        if keep:
+            kept += source
     return "\n".join(kept).rstrip("\n")
 
 
@@ -208,6 +241,48 @@ def _names_read(nodes: Sequence[ast.AST]) -> set[str]:
         local |= {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store)}
         read |= {n.id for n in inside if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - local
     return read
+
+
+def _names_defined(nodes: Sequence[ast.stmt]) -> set[str]:
+    """The names top-level imports, functions and classes bind: modules and code, not tables."""
+    names: set[str] = set()
+    for node in nodes:
+        if isinstance(node, ast.Import | ast.ImportFrom):
+            names |= {(alias.asname or alias.name).split(".")[0] for alias in node.names}
+        elif isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
+            names.add(node.name)
+    return names
+
+
+_BLOCKS = (ast.For, ast.AsyncFor, ast.While, ast.If, ast.With, ast.AsyncWith, ast.Expr)
+
+
+def _builds_a_table(node: ast.stmt, source: str, tables: set[str], entry_points: Sequence[str]) -> bool:
+    """Whether a loop, ``if``/``with`` block or expression statement after the solution fills
+    one of ``tables`` (globals the solution reads): it binds one, stores into one
+    (``TABLE[i] = ...``) or calls one's method (``TABLE.append(...)``). A demo does none of
+    this (``for x in xs: print(f(x))``), and one that calls the solution or reads stdin
+    (empty under the judge) is a demo whatever it fills."""
+    if not isinstance(node, _BLOCKS) or _READS_STDIN.search(source):
+        return False
+    written: set[str] = set()
+    for n in ast.walk(node):
+        if isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in entry_points:
+            return False
+        if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Store):
+            written.add(n.id)
+        elif isinstance(n, ast.Subscript | ast.Attribute) and isinstance(n.ctx, ast.Store):
+            written.add(_base_name(n))
+        elif isinstance(n, ast.Call) and isinstance(n.func, ast.Attribute):
+            written.add(_base_name(n.func))
+    return bool(written & tables)
+
+
+def _base_name(node: ast.expr) -> str:
+    """The variable under a chain of subscripts and attributes: ``GRID`` of ``GRID[0][j]``."""
+    while isinstance(node, ast.Subscript | ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else ""
 
 
 def _names_assigned(node: ast.Assign | ast.AnnAssign | ast.AugAssign) -> set[str]:

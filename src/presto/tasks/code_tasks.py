@@ -13,12 +13,12 @@ from pathlib import Path
 from typing import Any
 
 from presto.tasks.base import (
-    DEFAULT_STOP_STRINGS,
     Grade,
     Problem,
     TaskDataError,
     chat_template_kwargs_from,
     cut_at_stop,
+    stop_strings_from,
 )
 from presto.tasks.code_grader import extract_program, functions_under_test, grade_job, humaneval_program, mbpp_program
 from presto.tasks.data import load_rows, require
@@ -40,7 +40,7 @@ class _CodeTask:
             memory_mb=int(self.cfg.get("memory_mb") or 1024),
             file_size_mb=int(self.cfg.get("file_size_mb") or 16),
         )
-        self.stop_strings = tuple(self.cfg.get("stop_strings") or DEFAULT_STOP_STRINGS)
+        self.stop_strings = stop_strings_from(self.cfg)
         if self.allow_code_execution:
             warn_code_execution(self.name)
 

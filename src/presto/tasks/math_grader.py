@@ -12,7 +12,7 @@ import logging
 import re
 import threading
 
-from presto.tasks.base import Grade, half_width
+from presto.tasks.base import Grade, half_width, is_hypothetical
 
 _BOX_COMMANDS = ("\\boxed", "\\fbox")
 # "answer" as the noun that introduces the answer, markdown bold allowed around the colon:
@@ -26,17 +26,12 @@ _INLINE_MATH = re.compile(r"(?<!\\)\$((?:\\.|[^\\$])+)\$")
 _DISPLAY_MATH = re.compile("|".join(f"{re.escape(a)}(.+?){re.escape(b)}" for a, b in _MATH_DELIMITERS if a != "$"))
 # after one math answer, "or" and another value: two answers offered ("$5$ or $6$"), no single one
 _ALTERNATIVE = re.compile(r"[*_]*[ \t]*,?[ \t]*(?:or|and/or)[ \t]+(?=\$|\\\(|\\\[|[+-]?\d)", re.IGNORECASE)
-# words that make an answer phrase a supposition, not a statement, when one comes shortly
-# before it in the same sentence: "suppose the answer is 204", "check if the answer is 5"
-_HYPOTHETICAL = re.compile(r"\b(?:if|suppos(?:e|ing)|assum(?:e|ing)|whether|maybe|guess|say|check)\b", re.IGNORECASE)
-# "say" after these states the answer rather than supposing it
-_STATING = re.compile(r"\b(?:I'd|I\s+would|I\s+can|we\s+can|safe\s+to|so\s+I)\s+say\b", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"[.!?\n]")
-# where a plain-text answer stops: the end of its sentence (not a decimal point), a ';', a
-# parenthetical or a clause that explains it ("17 (since 2+15)", "5, which is prime"), but
-# not a list's last item ("5, 6, and 7")
+# where a plain-text answer stops: the end of its sentence (not a decimal point; a "!" then
+# a space, as in "the answer is 44!", is no factorial in plain text), a ';', a parenthetical
+# or a clause that explains it ("17 (since 2+15)", "5, which is prime"), but not a list's
+# last item ("5, 6, and 7")
 _ANSWER_END = re.compile(
-    r"\.(?=\s|$)|;|\s\((?=[a-z]{2})|,\s+(?!(?:and|or)\s+[-+\d])(?=[a-z]{2})"
+    r"[.!](?=\s|$)|;|\s\((?=[a-z]{2})|,\s+(?!(?:and|or)\s+[-+\d])(?=[a-z]{2})"
     r"|\s+(?:because|since|as|which|where|so)\b"
 )
 # an adverb between the answer phrase and its value: "The answer is therefore 12."
@@ -45,6 +40,9 @@ _LEAD_ADVERB = re.compile(
 )
 
 
+_NUMBER = r"[+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?"  # 1,250 or 1250, 12.50
+# "$" then an amount, where the number is not followed by more math ("$4\\sqrt{3}", "$2^{")
+_AMOUNT = re.compile(rf"\$[ \t]?{_NUMBER}(?![\d\\^_{{}}])")
 _BRACE = re.compile(r"(?<!\\)[{}]")  # not \{ or \}
 _SPACES = re.compile(r"\s*")
 _TOKEN = re.compile(r"[^\s$]+")
@@ -94,14 +92,6 @@ def extract_boxed(text: str) -> str | None:
     return boxes[-1] if boxes else None
 
 
-def _is_hypothetical(text: str, lead_start: int) -> bool:
-    """Whether the answer phrase at ``lead_start`` is a supposition mid-reasoning: one of
-    :data:`_HYPOTHETICAL` among the four words before it, in its sentence."""
-    before = _SENTENCE_END.split(text[max(0, lead_start - 200) : lead_start])[-1]
-    before = _STATING.sub(" ", before)  # "I'd say the answer is 12." states it
-    return _HYPOTHETICAL.search(" ".join(before.split()[-4:])) is not None
-
-
 def _closing_delimiter(s: str, right: str, start: int) -> int:
     """Where ``right`` closes math opened before ``start`` (-1 if never): an escaped dollar
     ("$\\$18.90$") is a dollar sign inside the math, not its end."""
@@ -111,16 +101,30 @@ def _closing_delimiter(s: str, right: str, start: int) -> int:
     return end
 
 
+def _is_amount(s: str) -> bool:
+    """Whether ``s`` starts with a dollar amount ("$44.", "$28,080 in all"), not math: a "$"
+    before a number with no closing "$" in its sentence. Math that never closes is a truncated
+    answer ("$\\frac{1}{"), but a price that never closes is the whole answer."""
+    if not _AMOUNT.match(s):
+        return False
+    line = s.split("\n", 1)[0]
+    end = _ANSWER_END.search(line)
+    return "$" not in line[1 : end.start() if end else len(line)]
+
+
 def _stated_value(rest: str) -> str | None:
     """The answer that follows an answer phrase (``rest`` starts right after "Answer:").
 
     Math in ``$...$``, ``\\(...\\)`` or ``\\[...\\]`` right after the phrase is the answer; otherwise
-    the answer is the plain text to the end of its sentence, with markdown bold removed.
+    the answer is the plain text to the end of its sentence, with markdown bold removed. A
+    dollar amount ("the answer is $44.") is plain text, its "$" dropped (:func:`_is_amount`).
     """
     s = rest.lstrip()  # also past line breaks: "Answer:\n17", "Final answer:\n\n$$17$$"
     s = s[m.end() :] if (m := _LEAD_ADVERB.match(s)) else s
     if _BOLD.match(s):  # "The answer is **5**."
         s = s[2:].lstrip(" \t")
+    if _is_amount(s):  # "$44.": a price, not math that never closes
+        s = s[1:].lstrip(" \t")
     for left, right in _MATH_DELIMITERS:
         if s.startswith(left):
             end = _closing_delimiter(s, right, len(left))
@@ -177,7 +181,7 @@ def extract_math_answer(text: str) -> str | None:
     if boxed is not None:
         return boxed
     for lead in reversed(list(_ANSWER_LEAD.finditer(text))):
-        if _is_hypothetical(text, lead.start()):
+        if is_hypothetical(text, lead.start()):
             continue
         value = _stated_value(text[lead.end() :])
         if value:
@@ -228,12 +232,23 @@ def _timeout_s() -> int | None:
 _LOOSE_FRAC = re.compile(r"\\[dt]?frac\s*(\{[^{}]*\}|[A-Za-z0-9])\s*(\{[^{}]*\}|[A-Za-z0-9])")
 
 
+# words after a number that are no unit: they qualify it ("5 or more", "5 to 6"), or they are
+# math that math-verify reads ("12 pi", "2 sin x", "44 percent")
+_NOT_A_UNIT = (
+    r"(?:or|and|to|plus|minus|times|less|more|than|at|over|divided|out|of|not"
+    r"|pi|percent|sqrt|sin|cos|tan|cot|sec|csc|arcsin|arccos|arctan|log|ln|exp|mod|choose|squared|cubed)\b"
+)
 # a number and its unit inside one text command ("\\text{5 cm}"), which math-verify reads as
 # the string "5cm"; it reads "5\\text{ cm}" as 5. The unit has no digits and is not a phrase
 # that qualifies the number ("\\text{5 or 6}", "\\text{5 or more}" stay unparsed).
 _TEXT_NUMBER_UNIT = re.compile(
-    r"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{\s*([+-]?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?)\s*"
-    r"(?!(?:or|and|to|plus|minus|times|less|more|than|at|over|divided|out|of|not)\b)([A-Za-z][A-Za-z .]*)\}"
+    rf"\\(?:text|textbf|textrm|mbox|mathrm)\s*\{{\s*({_NUMBER})\s*(?!{_NOT_A_UNIT})([A-Za-z][A-Za-z .]*)\}}"
+)
+# a number and a unit in plain words ("44 pebbles", "12 people"), which math-verify reads as
+# the number or as a product of symbols (12*p*e*o*p*l*e) depending on the letters: the number
+# is the answer. The first word has two letters or more: "2 x" and "2 i" are products.
+_PLAIN_NUMBER_UNIT = re.compile(
+    rf"({_NUMBER})(?:\s+(?!{_NOT_A_UNIT})[A-Za-z]{{2,}})(?:\s+(?!{_NOT_A_UNIT})[A-Za-z]+)*\.?"
 )
 
 
@@ -247,6 +262,8 @@ def _parse(answer: str) -> list:
     s = _LOOSE_FRAC.sub(lambda m: "\\frac" + _brace(m.group(1)) + _brace(m.group(2)), _strip_wrappers(answer))
     if unit := _TEXT_NUMBER_UNIT.fullmatch(s):
         s = f"{unit.group(1)}\\text{{ {unit.group(2).strip()}}}"
+    elif unit := _PLAIN_NUMBER_UNIT.fullmatch(s):
+        s = unit.group(1)
     return parse(f"${s}$", parsing_timeout=_timeout_s())
 
 

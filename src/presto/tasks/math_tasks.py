@@ -9,12 +9,12 @@ from dataclasses import dataclass
 from typing import Any
 
 from presto.tasks.base import (
-    DEFAULT_STOP_STRINGS,
     Grade,
     Problem,
     TaskDataError,
     chat_template_kwargs_from,
     cut_at_stop,
+    stop_strings_from,
 )
 from presto.tasks.data import load_rows, num_prompts_from, require
 from presto.tasks.math_grader import extract_math_answer, grade_integer, grade_math, parse_integer
@@ -29,7 +29,7 @@ class _MathTask:
 
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.cfg = dict(cfg)
-        self.stop_strings = tuple(self.cfg.get("stop_strings") or DEFAULT_STOP_STRINGS)
+        self.stop_strings = stop_strings_from(self.cfg)
 
     @property
     def chat_template_kwargs(self) -> dict[str, Any]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from presto.tasks.base import DEFAULT_STOP_STRINGS, Grade, Problem
+from presto.tasks.base import Grade, Problem, stop_strings_from
 from presto.tasks.data import num_prompts_from
 
 
@@ -21,7 +21,7 @@ class ToyTask:
     def __init__(self, cfg: Mapping[str, Any]) -> None:
         self.cfg = dict(cfg)
         self.num_prompts = num_prompts_from(self.cfg) or 20
-        self.stop_strings = tuple(self.cfg.get("stop_strings") or DEFAULT_STOP_STRINGS)
+        self.stop_strings = stop_strings_from(self.cfg)
 
     @property
     def chat_template_kwargs(self) -> dict[str, Any]:
