@@ -14,7 +14,8 @@ App. D.2) and the reduction in model calls (speedup x increase, which can differ
 plain calls A/B printed beside it), transitions per call, and a paired TOST of B - A for
 token-normalized log-likelihood and confidence at a margin of 0.2 baseline SDs (p_eq =
 larger one-sided p), per prompt (its chains averaged) as in the paper, or per chain with
---unit chain.
+--unit chain. A test needs at least two paired units: a row without one shows its pairs and
+why (runs of one prompt: --unit chain pairs their chains).
 With several pairs, a fixed-effect pooled TOST per statistic follows when at least two
 pairs that share no run have a TOST (a run enters once, as baseline or variant; a lone
 pair's answer is its own paired TOST). A run that did not finish every chain it was configured for

@@ -1,22 +1,29 @@
 """One markdown report for a multirun (or any run directories): speed, quality, baselines, figures.
 
     python scripts/report.py MULTIRUN_DIR                      # writes MULTIRUN_DIR/report.md + figures/
-    python scripts/report.py MULTIRUN_DIR SEQUENTIAL_RUN --out report/report.md
+    python scripts/report.py MULTIRUN_DIR SEQUENTIAL_RUN --out report/b.md   # report/b.md + b_figures/
+
+A report named report.md keeps its figures in figures/ beside it, any other (NAME.md) in
+NAME_figures/, so reports written into one folder keep their own figures.
 
 Every directory below the arguments that holds a summary.json is a run. PreSTO runs are
 compared with the sequential run of the same setting (same sampler, alpha, tau, n, B, K,
 prompts, engine, model, dataset) when one is among them: speedup and its decomposition,
-and a paired TOST on log-likelihood and confidence. Settings whose headings would read
-alike name the keys that tell them apart; a PreSTO run without a sequential run of its
-setting names the keys in which the nearest sequential run differs. Runs that did not
-finish every configured chain are listed at the top.
+and a paired TOST on log-likelihood and confidence (a setting with one prompt has none:
+the row says so). Settings whose headings would read alike name the keys that tell them
+apart; each row names its run (its directory below the runs' common parent), so runs of
+one setting (other seeds, repeats) are told apart; a PreSTO run without a sequential run
+of its setting names the keys in which the nearest sequential run differs. Runs that did
+not finish every configured chain are listed at the top; a row's figures are over the
+chains chains.jsonl holds (peak KV, only summary.json's, is noted where that counts others).
 
 Test-time baselines (sampler=lowtemp|best_of_n|power_smc) get Case Study 8 tables: one per
 task (engine, model, dataset, alpha, n; a baseline's unused steps/block_size do not count),
 with a row per run, MH runs (sequential and PreSTO) beside the baselines: options (K, B,
 N_pf; N; P), answers, call and wall time and model calls per prompt, time relative to
 lowtemp, accuracy, n. Runs that did not all run the same prompts are compared over the
-prompts they share (a note says so); a note states the horizons (MH: all n tokens;
+prompts they share (a note says so; a run without finished chains is named and left
+out of them); a note states the horizons (MH: all n tokens;
 baselines: up to n, stopped at EOS). Prints the report's path.
 """
 

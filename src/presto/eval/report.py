@@ -7,6 +7,8 @@ sequential run of the same setting with its decomposition, accuracy and quality;
 paired TOST of each PreSTO run against that sequential run with a pooled test per
 sampler; Case Study 8: per task (engine, model, dataset, α, n) the MH runs beside the test-time
 baselines, per prompt over the prompts they share; and the figures of presto.eval.plots.
+Every row names its run (its directory below the runs' common parent), so replicates of one
+setting are told apart, and a row's figures are over the chains chains.jsonl holds.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from presto.eval.runs import (
     Comparison,
     RunData,
     case_study_groups,
+    chain_summary,
     compare,
     nearest_sequential,
     pairing_note,
@@ -72,23 +75,36 @@ def _mean_chain(run: RunData, key: str) -> float | None:
     return sum(values) / len(values) if values else None
 
 
+def untested_reason(c: Comparison, stat: str, chain_option: str = "--unit chain") -> str:
+    """Why ``stat`` of a comparison has no TOST: fewer than two paired units (``chain_option``:
+    how the reader asks for a per-chain test)."""
+    if not c.units.get(stat):
+        return f"untested: no paired chains record {stat} on both sides"
+    if c.unit == "prompt":
+        return f"untested: the per-prompt test needs at least two prompts ({chain_option} pairs the chains instead)"
+    return "untested: the test needs at least two paired chains"
+
+
 def tost_rows(
     comparisons: Sequence[Comparison],
     stats: Sequence[str] = QUALITY_STATS,
-    name: Callable[[Comparison], str] | None = None,
+    names: Callable[[Comparison], Sequence[Any]] | None = None,
+    chain_option: str = "--unit chain",
 ) -> list[list[Any]]:
-    """One row per comparison and statistic, named by ``name`` (default: the variant's label)."""
-    name = name or (lambda c: c.variant.label)
+    """One row per comparison and statistic, led by the cells ``names`` gives (default: the
+    variant's label). A statistic without a TOST shows its pairs and why (``untested_reason``)."""
+    names = names or (lambda c: [c.variant.label])
     rows = []
     for c in comparisons:
         for stat in stats:
             t = c.tost.get(stat)
             if t is None:
-                rows.append([name(c), stat, None, None, None, None, None, None])
+                reason = untested_reason(c, stat, chain_option)
+                rows.append([*names(c), stat, c.units.get(stat), None, None, None, None, reason])
                 continue
             ci = f"[{t.ci_low:.3g}, {t.ci_high:.3g}]"
             verdict = t.equivalent if t.defined else "undefined (baseline SD 0)"
-            rows.append([name(c), stat, t.n, t.mean_diff, ci, t.margin, t.p_eq, verdict])
+            rows.append([*names(c), stat, t.n, t.mean_diff, ci, t.margin, t.p_eq, verdict])
     return rows
 
 
@@ -258,11 +274,24 @@ def _graded(run: RunData) -> int:
 
 
 def _chains(run: RunData) -> Any:
-    """The summary's chain count, as 'H of E (incomplete)' for a run known to be incomplete."""
+    """The chains held (chains.jsonl), as 'H of E (incomplete)' for a run known to be incomplete."""
     if run.complete is False:
         expected = run.expected_chains
         return f"{run.chains_held}{'' if expected is None else f' of {expected}'} (incomplete)"
-    return run.summary.get("chains")
+    return run.chains_held
+
+
+def stale_summary_note(run: RunData) -> str | None:
+    """A line when summary.json counts other chains than chains.jsonl holds and the speed table
+    shows a figure only the summary has (peak KV: the engine's, not a chain's)."""
+    counted = run.summary.get("chains")
+    if run.summary.get("peak_kv_usage") is None or not isinstance(counted, int) or counted == run.chains_held:
+        return None
+    return (
+        f"{run.path}: summary.json was written for {counted} chains and chains.jsonl holds {run.chains_held} "
+        f"(a resumed run killed or still running?): peak KV is the summary's, over its {counted} chains; "
+        f"the other columns are over the {run.chains_held} chains held"
+    )
 
 
 def _run_order(run: RunData) -> tuple:
@@ -346,12 +375,21 @@ def case_study_lines(runs: Sequence[RunData]) -> list[str]:
     lines = ["## Case Study 8: MH runs against test-time baselines", "", CASE_STUDY_INTRO, ""]
     for group, title in zip(groups, _task_titles(groups), strict=True):
         group = sorted(group, key=_case_study_order)
-        prompt_sets = [run.prompt_ids for run in group]
-        shared = set.intersection(*prompt_sets)
+        # A run without a finished chain (killed at its start, say) shares no prompt with any run:
+        # it is named instead of emptying the prompts the others share.
+        held = [run for run in group if run.answers]
+        prompt_sets = [run.prompt_ids for run in held]
+        shared = set.intersection(*prompt_sets) if prompt_sets else set()
         notes = []
+        if len(held) < len(group):
+            empty = ", ".join(str(run.path) for run in group if not run.answers)
+            notes.append(
+                f"- note: no finished chains (chains.jsonl holds none) in {empty}: an empty row, left out of "
+                "the prompts the runs share"
+            )
         prompts = None
         if len({frozenset(p) for p in prompt_sets}) > 1:
-            others = [(run, p) for run, p in zip(group, prompt_sets, strict=True) if p != shared]
+            others = [(run, p) for run, p in zip(held, prompt_sets, strict=True) if p != shared]
             counts = "; ".join(f"{run.path}: {len(p)}" for run, p in others)
             if shared:
                 prompts = shared
@@ -366,7 +404,7 @@ def case_study_lines(runs: Sequence[RunData]) -> list[str]:
                     "and the rows do not compare like with like"
                 )
         figures = [prompt_figures(run, prompts) for run in group]
-        heading_prompts = len(shared) if shared else max(len(p) for p in prompt_sets)
+        heading_prompts = len(shared) if shared else max((len(p) for p in prompt_sets), default=0)
         lines += [f"### {title}, {heading_prompts} prompts", ""]
         names = _run_names(group)
         reference = next((f for run, f in zip(group, figures, strict=True) if run.sampler_name == "lowtemp"), None)
@@ -446,6 +484,15 @@ def case_study_lines(runs: Sequence[RunData]) -> list[str]:
     return lines
 
 
+def figures_dir(out_path: Path) -> Path:
+    """Where a report's figures go: ``figures/`` beside ``report.md`` (the default report), else
+    ``STEM_figures/`` beside it. Each report has its own folder, since ``make_plots`` keeps a
+    folder to the figures of its latest call: two reports sharing one would delete or redraw
+    each other's."""
+    out_path = Path(out_path)
+    return out_path.parent / ("figures" if out_path.stem == "report" else f"{out_path.stem}_figures")
+
+
 def build_report(
     runs: Sequence[RunData],
     out_path: Path,
@@ -455,7 +502,7 @@ def build_report(
     margin_sd: float = DEFAULT_MARGIN_SD,
     level: float = DEFAULT_LEVEL,
 ) -> Path:
-    """Write the markdown report (and its figures beside it, under ``figures/``)."""
+    """Write the markdown report (and its figures beside it, under :func:`figures_dir`)."""
     from presto.baselines import BASELINES
 
     out_path = Path(out_path)
@@ -475,6 +522,7 @@ def build_report(
         lines += ["## Speed per sampler and setting", ""]
         lines += [REPORT_SPEEDUP_DEFINITION, ""]
     titles = dict(zip(groups, _setting_titles(list(groups.values())), strict=True))
+    names = _run_names(runs)  # each row names its run: one setting can hold several (seeds, repeats)
     for setting, setting_runs in groups.items():
         setting_runs.sort(key=_run_order)
         lines += [f"### {titles[setting]}", ""]
@@ -501,26 +549,33 @@ def build_report(
                         "(this run's vs its; scripts/compare_runs.py --allow-different-settings compares them)"
                     )
                 notes.append(f"- note: {run.path}: no sequential run of this setting here, so no speedup or TOST{hint}")
+            # Every column but peak KV is over the chains held (a stale summary.json, from a
+            # resumed run killed or still running, counts fewer); peak KV only the summary has.
+            held = chain_summary(run)
             accuracy = accuracy_note(run.path, _graded(run), len(run.answers))
-            if accuracy and s.get("accuracy") is not None:
+            if accuracy and held["accuracy"] is not None:
                 notes.append(f"- note: {accuracy}")
+            stale = stale_summary_note(run)
+            if stale:
+                notes.append(f"- note: {stale}")
             sp = comparison.speedup if comparison else None
             rows.append(
                 [
                     s.get("traversal"),
                     s.get("n_pf"),
+                    names[run.path],
                     _chains(run),
-                    s.get("transitions_per_call"),
-                    s.get("time_per_call_s"),
+                    held["transitions_per_call"],
+                    held["time_per_call_s"],
                     _mean_chain(run, "call_time_s"),
                     1.0 if run.is_sequential else (sp.speedup if sp else None),
                     sp.call_reduction if sp else None,
                     sp.time_per_call_increase if sp else None,
                     sp.calls_ratio if sp else None,
-                    s.get("acceptance_rate"),
-                    s.get("accuracy"),
-                    s.get("loglik_mean"),
-                    s.get("confidence_mean"),
+                    held["acceptance_rate"],
+                    held["accuracy"],
+                    held["loglik_mean"],
+                    held["confidence_mean"],
                     s.get("peak_kv_usage"),
                 ]
             )
@@ -528,6 +583,7 @@ def build_report(
             (
                 "traversal",
                 "N_pf",
+                "run",
                 "chains",
                 "transitions/call",
                 "time/call (s)",
@@ -555,9 +611,15 @@ def build_report(
             "pairs: a run enters once).",
             "",
         ]
+
+        # Replicates of one setting (other seeds, a repeated run) are told apart by their runs.
+        def row_names(c: Comparison) -> list[str]:
+            return [titles[c.variant.setting()], names[c.variant.path], names[c.baseline.path]]
+
         for label, items in comparisons.items():
-            rows = tost_rows(items, name=lambda c: titles[c.variant.setting()])
-            lines += [f"### {label}", "", *_table(("setting", *tost_header(level)[1:]), rows), ""]
+            rows = tost_rows(items, names=row_names, chain_option="scripts/compare_runs.py --unit chain")
+            header = ("setting", "run", "sequential run", *tost_header(level)[1:])
+            lines += [f"### {label}", "", *_table(header, rows), ""]
             pooled = {stat: pool(items, stat, margin_sd=margin_sd, level=level) for stat in QUALITY_STATS}
             if len(items) > 1 and any(pooled.values()):
                 lines += [
@@ -580,7 +642,7 @@ def build_report(
         from presto.eval.plots import make_plots
 
         try:
-            written = make_plots(runs, out_path.parent / "figures")
+            written = make_plots(runs, figures_dir(out_path))
         except Exception as err:  # a figure that fails must not take the tables with it
             written = []
             lines += ["## Figures", "", f"Figures could not be drawn: {type(err).__name__}: {err}", ""]

@@ -162,6 +162,18 @@ class NotKept:
         return f"<{self.kind} not kept by load_run>"
 
 
+class SummedList(NotKept):
+    """The :class:`NotKept` of a chain's ``accepts`` (0/1 per transition) that keeps its sum,
+    the chain's accepted moves: what an acceptance rate over the chains held reads
+    (:func:`chain_accepted`). One small object per chain, not the list."""
+
+    __slots__ = ("total",)
+
+    def __init__(self, total: float) -> None:
+        super().__init__("list")
+        self.total = total
+
+
 _NOT_KEPT: dict[str, NotKept] = {}
 # The strings of a chain record that the evaluation reads (pairing, and which prompt tokens it saw).
 CHAIN_IDS = ("prompt_id", "prompt_sha")
@@ -175,9 +187,9 @@ def compact_chain(record: dict[str, Any]) -> dict[str, Any]:
     traces read) as an ``array('d')``: the values ``np.asarray(times, dtype=float)`` gives, null
     as NaN (a list that is no list of numbers stays as it is). Every other value (the text and
     the extracted answer, the token and per-transition lists, a grading error) is a
-    :class:`NotKept`. A paper-scale record is over 100 KB parsed (3072 token ids, the text,
-    per-transition lists); what is kept is about 2 KB (a dict of its numbers) plus 8 bytes per
-    model call.
+    :class:`NotKept` (of ``accepts``, 0/1 per transition, a :class:`SummedList` keeping its
+    sum). A paper-scale record is over 100 KB parsed (3072 token ids, the text, per-transition
+    lists); what is kept is about 2 KB (a dict of its numbers) plus 8 bytes per model call.
     """
     kept: dict[str, Any] = {}
     for key, value in record.items():
@@ -188,10 +200,28 @@ def compact_chain(record: dict[str, Any]) -> dict[str, Any]:
                 kept[key] = array("d", (math.nan if v is None else v for v in value))
             except (TypeError, ValueError, OverflowError):  # not numbers: chain_progress sees it as before
                 kept[key] = value
+        elif key == "accepts" and _numbers(value):
+            kept[key] = SummedList(sum(value))
         else:
             kind = type(value).__name__
             kept[key] = _NOT_KEPT.get(kind) or _NOT_KEPT.setdefault(kind, NotKept(kind))  # one per kind
     return kept
+
+
+def _numbers(value: Any) -> bool:
+    """A list of numbers (bools count, as 0/1)."""
+    return isinstance(value, list) and all(isinstance(v, int | float) for v in value)
+
+
+def chain_accepted(record: Mapping[str, Any]) -> float | None:
+    """A chain's accepted moves: its ``accepted`` count where it has one, else the sum of its
+    ``accepts`` (a list in a whole record, a :class:`SummedList` in a loaded one); None without either."""
+    accepted, accepts = record.get("accepted"), record.get("accepts")
+    if isinstance(accepted, int | float):
+        return accepted
+    if isinstance(accepts, SummedList):
+        return accepts.total
+    return sum(accepts) if _numbers(accepts) else None
 
 
 @dataclass
@@ -547,6 +577,37 @@ def prompt_figures(run: RunData, prompts: set[str] | None = None) -> PromptFigur
     )
 
 
+def chain_summary(run: RunData) -> dict[str, float | None]:
+    """summary.json's per-chain figures, recomputed over the chains chains.jsonl holds (``answers``).
+
+    A resumed run that was killed, or is still running, holds chains its summary.json (written
+    by an earlier session) does not count, so a table mixing the two would describe two sets
+    of chains. Keys as in the summary: transitions_per_call and time_per_call_s (sums over
+    the chains, over their summed model calls), acceptance_rate (accepted over transitions, of
+    the chains that record their accepts), accuracy (mean ``correct`` over the graded chains),
+    loglik_mean and confidence_mean; None where no chain records what a figure needs.
+    """
+    records = list(run.answers.values())
+
+    def total(key: str, of: Sequence[dict[str, Any]] = records) -> float:
+        return float(sum(r[key] for r in of))
+
+    def mean(key: str) -> float | None:
+        values = [r[key] for r in records if isinstance(r.get(key), int | float)]
+        return float(np.mean(values)) if values else None
+
+    calls = total("model_calls")
+    accepted = [(a, r) for r in records if (a := chain_accepted(r)) is not None]
+    return {
+        "transitions_per_call": _ratio(total("transitions"), calls),
+        "time_per_call_s": _ratio(total("call_time_s"), calls),
+        "acceptance_rate": _ratio(sum(a for a, _ in accepted), total("transitions", [r for _, r in accepted])),
+        "accuracy": mean("correct"),  # bools and 0/1 count; null (ungraded) is left out
+        "loglik_mean": mean("loglik"),
+        "confidence_mean": mean("confidence"),
+    }
+
+
 def case_study_groups(runs: Sequence[RunData]) -> list[list[RunData]]:
     """Runs grouped by task (``RunData.task_values``: engine, model, dataset, α, n), in order of
     first appearance; only groups holding a test-time baseline (Case Study 8's comparison)."""
@@ -677,6 +738,9 @@ class Comparison:
     # chat template or code version, or GPQA's choices shuffled by another seed. They pair by id
     # alone, so their differences are not PreSTO's.
     prompts_differ: list[str] = field(default_factory=list)
+    unit: str = "prompt"  # what the TOST pairs: a prompt (its chains averaged) or a chain
+    # Paired units of each tested statistic, also where there are too few for a TOST (tost None).
+    units: dict[str, int] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return {
@@ -688,6 +752,8 @@ class Comparison:
             "unpaired_chains": list(self.unpaired),
             "setting_differences": self.differences,
             "prompts_differ": self.prompts_differ,
+            "unit": self.unit,
+            "paired_units": self.units,
             "chains": {
                 side: {"held": run.chains_held, "expected": run.expected_chains, "complete": run.complete}
                 for side, run in (("baseline", self.baseline), ("variant", self.variant))
@@ -713,6 +779,7 @@ def compare(
     dataset and sampler options) unless ``allow_different_settings``; otherwise a
     ValueError names the keys that differ. The default unit is the prompt (its chains
     averaged), as in the paper's test: chains of one prompt are not independent units.
+    A statistic with fewer than two paired units has no TOST (None); ``units`` says how many.
     """
     differences = setting_differences(baseline, variant)
     if differences and not allow_different_settings:
@@ -721,7 +788,7 @@ def compare(
             + "; ".join(differences)
         )
     pairs = pair_chains(baseline, variant)
-    result = Comparison(baseline, variant, speedup(pairs), differences=differences)
+    result = Comparison(baseline, variant, speedup(pairs), differences=differences, unit=unit)
     # Counted over distinct chains, as pairs are: a chain recorded twice is one chain.
     result.unpaired = (len(baseline.answers) - len(pairs), len(variant.answers) - len(pairs))
     # Records without a seed (None on both sides) say nothing about seed matching.
@@ -730,6 +797,7 @@ def compare(
     result.prompts_differ = sorted({p for p, x, y in shas if x is not None and y is not None and x != y}, key=str)
     for stat in stats:
         a, b = paired_values(pairs, stat, unit)
+        result.units[stat] = int(a.shape[0])
         result.tost[stat] = paired_tost(a, b, margin_sd=margin_sd, level=level) if a.shape[0] >= 2 else None
     return result
 
