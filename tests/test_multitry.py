@@ -3,6 +3,8 @@
 Reference quantities come from the toy table in closed form (tests/toy_model.py's
 ToyModel), not from the kernel: the mixture proposal density of a suffix, the importance
 weights, and the one-step kernel by enumerating every tuple of candidates and references.
+The enumerations take the tuple's law as i.i.d. draws from q_mix; the independence test of
+the tries' temperatures is what ties that law to the kernel's requests.
 """
 
 from __future__ import annotations
@@ -80,12 +82,62 @@ def test_requests_are_2m_minus_1_suffixes_of_the_shared_prefix(table):
     assert stats.chisquare(np.bincount(cuts, minlength=4)).pvalue > 1e-3
 
 
+def try_temperature_indices(kernel: MultiTryMH, model: ToyModel, decisions: int) -> np.ndarray:
+    """Indices into TEMPS of the temperatures kernel.requests asks for: one row of 2M-1 per decision.
+
+    The decisions belong to different chains, prompts, stages and transitions, so each row is one
+    draw of the decision's tuple of tries (the law over keys is the law the kernel's draws have).
+    """
+    state = model.state((0, 2, 1, 1), TEMPS)
+    rows = []
+    for d in range(decisions):
+        inputs = ChainKey(d, d % 3, d % 2).decision(d % 4, d // 4)
+        requests = kernel.requests([7, 8], state, kernel.cut(state, inputs), inputs)
+        rows.append([TEMPS.index(r.temperature) for r in requests])
+    return np.array(rows)
+
+
+UNIFORM_P = 1e-4  # the real kernel's smallest p-value below is above 1e-2; a dependent draw's is ~0
+
+
+@pytest.mark.parametrize("m", [2, 4])
+def test_the_tries_temperatures_are_independent_uniform_draws(table, m):
+    """Liu et al.'s rule needs the 2M-1 tries i.i.d. from the proposal q_mix, i.e. each try's
+    temperature uniform on the set independently of every other try's. The pooled marginal (test
+    above) is blind to one temperature shared by all tries, to a round-robin assignment from a
+    random start, and to references that copy the candidates' temperatures: every try's marginal
+    is uniform under each of them, yet none leaves pi_alpha invariant. Here every try's marginal
+    (candidates and references alike), the J x J table of every pair of tries of one decision and,
+    for M = 2, the joint law of all three tries must be the product of uniforms. This is what makes
+    the closed-form tuple law of kernel_matrix and exact_m2_matrix the kernel's own."""
+    kernel = MultiTryMH(ALPHA, TAU, num_candidates=m)
+    j = len(TEMPS)
+    picks = try_temperature_indices(kernel, ToyModel(ToyEngine(table)), 3000)
+    assert picks.shape == (3000, 2 * m - 1)
+    pvalues = {f"try {i}": stats.chisquare(np.bincount(picks[:, i], minlength=j)).pvalue for i in range(2 * m - 1)}
+    for a, b in itertools.combinations(range(2 * m - 1), 2):
+        pair = np.bincount(picks[:, a] * j + picks[:, b], minlength=j * j)
+        pvalues[f"tries {a},{b}"] = stats.chisquare(pair).pvalue
+    if m == 2:
+        pvalues["all tries"] = stats.chisquare(np.bincount(picks @ j ** np.arange(3), minlength=j**3)).pvalue
+    worst = min(pvalues, key=pvalues.get)
+    assert pvalues[worst] > UNIFORM_P, (worst, pvalues[worst])
+
+
 def kernel_matrix(mixture: MixtureModel, kernel: MultiTryMH, length: int):
     """P(x -> y) from the kernel's decide(), enumerating every candidate/reference tuple.
 
     For each tuple and each candidate k, the selection uniform is placed in the middle of
     k's interval of the selection CDF computed here, so decide() must pick k; the tuple's
     probability, the selection probability and decide()'s acceptance give the move.
+
+    The tuple's probability is the closed-form product of q_mix over the 2M-1 tries, not a law
+    read from requests(): an empirical law of the kernel's draws would be inexact. The product is
+    the kernel's own law because requests() asks for temperatures that are independent uniform
+    draws from the set (test_the_tries_temperatures_are_independent_uniform_draws) with distinct
+    seeds (test_requests_are_2m_minus_1_suffixes_of_the_shared_prefix), and the engine samples
+    each request at its temperature from its own seed: given the prefix, each try is then an
+    independent draw from q_mix.
     """
     model, m = mixture.model, kernel.num_candidates
     states = list(itertools.product(range(model.vocab), repeat=length))
@@ -138,7 +190,8 @@ def exact_m2_matrix(mixture: MixtureModel, length: int, reference_current: bool 
 
     P(x -> x[:c]+s) = (1/T) sum_c 2 q(s) sum_{o,r} q(o) q(r) w(s)/(w(s)+w(o))
     min(1, (w(s)+w(o)) / (w(r)+w(x[c:]))). ``reference_current=False`` drops w(x[c:]) from
-    the denominator (a wrong rule, for the power check).
+    the denominator (a wrong rule, for the power check). The product q(s) q(o) q(r) is the law of
+    i.i.d. tries, legitimate as in kernel_matrix.
     """
     model = mixture.model
     states = list(itertools.product(range(model.vocab), repeat=length))

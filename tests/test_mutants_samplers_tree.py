@@ -25,6 +25,7 @@ from presto.prefetch.presto import PrefetchStepper
 from presto.prefetch.traversal import BreadthFirst
 from presto.samplers.chain import BlockSchedule, run_chain
 from presto.samplers.entropycut import EntropyCut, entropy_jump_weights, invert_cut_cdf
+from presto.samplers.multitry import MultiTryMH
 from presto.samplers.powermh import PowerMH, uniform_cut
 from presto.samplers.randomness import ChainKey
 from presto.samplers.state import ChainState
@@ -165,6 +166,32 @@ def test_the_kernel_is_exact_when_tau_is_not_one_over_alpha(model, sampler, alph
         flow = target[:, None] * matrix
         np.testing.assert_allclose(flow, flow.T, rtol=0, atol=1e-12)
         np.testing.assert_allclose(matrix.sum(axis=1), 1.0, rtol=0, atol=1e-12)
+
+
+def test_the_requests_carry_tau_when_tau_is_not_one_over_alpha(model):
+    """A1 (proposals and block extensions requested at 1/alpha, not at tau): every engine-backed
+    chain-law test runs at tau = 1/alpha, where such a kernel samples the same chains, and the test
+    above builds its suffixes itself. At alpha = 4, tau = 0.5: PowerMH and EntropyCut request their
+    one proposal at tau (their docstrings: the suffix is resampled from q_tau); MultiTryMH requests
+    its tries at temperatures of its own set (its docstring: no MH proposal uses tau); all three
+    extend a block at tau (Kernel.extension_request)."""
+    alpha, tau, temperatures = 4.0, 0.5, (0.25, 1.0)
+    kernels = [
+        PowerMH(alpha, tau),
+        EntropyCut(alpha, tau),
+        MultiTryMH(alpha, tau, num_candidates=2, temperatures=temperatures),
+    ]
+    for kernel in kernels:
+        state = model.state((0, 2, 1, 1), kernel.extra_temperatures, tau=tau)
+        asked = set()
+        for transition in range(40):
+            inputs = ChainKey(3, 0, 0).decision(0, transition)
+            requests = kernel.requests([7], state, kernel.cut(state, inputs), inputs)
+            asked |= {r.temperature for r in requests}
+            assert all(r.extra_temperatures == kernel.extra_temperatures for r in requests)
+        assert asked == (set(temperatures) if isinstance(kernel, MultiTryMH) else {tau}), kernel.name
+        extension = kernel.extension_request([7], state, 3, seed=11)
+        assert (extension.temperature, extension.num_new_tokens) == (tau, 3), kernel.name
 
 
 # --- samplers/state.py --------------------------------------------------------------------------
@@ -396,6 +423,14 @@ def test_a_predictor_with_no_feature_is_refused(spec):
 #       other conjunct is False whenever it is reached.
 #   SV7 (a depth-0 discard counted twice): equivalent: depth 0 never fails walk_decides (the state is
 #       the root, and the stepper refuses a plan whose depth-0 cut is not the root's own).
+#
+# Audit mutants (found after the review; A = samplers/kernel.py)
+#   A1 (Kernel.requests and extension_request at 1/alpha instead of tau): new, requests-carry-tau
+#       test. Every earlier test passed it: the engine-backed chain-law tests run at tau = 1/alpha,
+#       and the tau != 1/alpha kernel test builds its suffixes without requests().
+#   MultiTryMH's tries drawn at one temperature per decision, round-robin from a random start, or
+#       references at the candidates' temperatures: test_multitry's independent-uniform-draws test
+#       (each try's marginal is uniform under all three, so the pooled marginal was blind).
 #
 # predictor/features.py (20: 15 existing, 2 new, 3 equivalent)
 #   F1 class order, F9/F10 epsilon boundaries, F20 null feature not named: existing
