@@ -14,6 +14,7 @@ from omegaconf import DictConfig  # noqa: E402
 from presto.cli import (  # noqa: E402
     check_group_choices,
     check_launcher,
+    check_one_mode,
     check_output_dirs,
     check_overrides,
     execute,
@@ -32,6 +33,7 @@ def main(cfg: DictConfig) -> float | None:
 
 if __name__ == "__main__":
     sys.argv[1:] = options_first(with_default_engine(sys.argv[1:]))
+    check_one_mode(sys.argv[1:])
     check_group_choices(PROJECT_ROOT / "conf", sys.argv[1:])
     check_output_dirs(sys.argv[1:])
     check_launcher(sys.argv[1:])

@@ -11,7 +11,14 @@ sys.path.insert(0, str(PROJECT_ROOT / "src"))
 import hydra  # noqa: E402
 from omegaconf import DictConfig  # noqa: E402
 
-from presto.cli import check_group_choices, check_output_dirs, check_overrides, fail, register_resolvers  # noqa: E402
+from presto.cli import (  # noqa: E402
+    check_group_choices,
+    check_one_mode,
+    check_output_dirs,
+    check_overrides,
+    fail,
+    register_resolvers,
+)
 
 register_resolvers(PROJECT_ROOT)
 
@@ -24,6 +31,7 @@ def main(cfg: DictConfig) -> float | None:
     from presto.predictor import train
 
     try:
+        check_predictor_keys(cfg)
         metrics = train.run_training(cfg)
     except train.UnservableModelError as err:  # a diverged fit: metrics.json written, nothing installed
         fail(str(err).splitlines()[0], code=1)
@@ -48,7 +56,23 @@ def main(cfg: DictConfig) -> float | None:
     return float("inf") if log_loss is None else log_loss  # a sweeper minimizing it needs a number (None: diverged)
 
 
+def check_predictor_keys(cfg: DictConfig) -> None:
+    """Name a key the predictor does not take as presto.config's checks do (ModelSettings would say
+    ``__init__() got an unexpected keyword argument``)."""
+    from dataclasses import fields
+
+    from omegaconf import OmegaConf
+
+    from presto.config import check_keys
+    from presto.predictor.train import ModelSettings
+
+    options = OmegaConf.to_container(cfg.predictor, resolve=True)
+    owner = f"predictor={options.get('name')}"
+    check_keys(options, "predictor", owner, tuple(field.name for field in fields(ModelSettings)))
+
+
 if __name__ == "__main__":
+    check_one_mode(sys.argv[1:])
     check_group_choices(PROJECT_ROOT / "conf", sys.argv[1:])
     check_output_dirs(sys.argv[1:])
     check_overrides(PROJECT_ROOT / "conf", sys.argv[1:], config_name="train_predictor")

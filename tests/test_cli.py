@@ -405,3 +405,64 @@ def test_a_predictive_run_names_its_predictor_as_trees_jsonl_does(toy_table, tmp
     fingerprint = trees[0]["plan"]["predictor"]
     notices = [line for line in result.stderr.splitlines() if line.startswith("notice: planning with predictor ")]
     assert len(notices) == 1 and notices[0].endswith(f"(fingerprint {fingerprint})"), result.stderr
+
+
+@pytest.mark.parametrize(
+    ("override", "line"),
+    [
+        # Was: each ran with status 0 and the key ignored, though +budget.npf=8 was refused.
+        ("+n_pf=8", "n_pf is not a key of the run config (budget.n_pf is);"),
+        ("+steps=5", "steps is not a key of the run config (sampler.steps is);"),
+        ("+foo=1", "foo is not a key of the run config;"),
+        ("+logger.foo=1", "logger.foo is not a key of logger=none; its own keys: name"),
+    ],
+)
+def test_a_mistyped_top_level_or_logger_key_is_one_line(toy_table, tmp_path, override, line):
+    run_dir = tmp_path / "run"
+    result = run_cli(*toy_args(toy_table, run_dir), override)
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    error_lines = [text for text in result.stderr.splitlines() if text.startswith("error:")]
+    assert len(error_lines) == 1 and error_lines[0].startswith(f"error: {line}"), result.stderr
+    if "logger" not in override:  # the keys a run config has, from conf/config.yaml (its groups, seed, run)
+        assert error_lines[0].endswith(
+            "its keys: budget, dataset, engine, logger, model, run, sampler, seed, traversal"
+        ), error_lines
+    assert not run_dir.exists()
+
+
+def test_a_mistyped_top_level_key_in_a_sweep_is_one_line_before_any_job(toy_table, tmp_path):
+    sweep_dir = tmp_path / "sweep"
+    result = run_cli("-m", *toy_args(toy_table, tmp_path / "unused", f"hydra.sweep.dir={sweep_dir}"), "+n_pf=8,12")
+    assert result.returncode == 2 and "Traceback" not in result.stderr, result.stderr
+    assert "error: sweep job 0 of 2 (+n_pf=8): n_pf is not a key of the run config" in result.stderr
+    assert not sweep_dir.exists()
+
+
+@pytest.mark.parametrize("experiment", ["none", "quickstart", "paper"])
+def test_each_experiment_passes_the_key_checks(toy_table, experiment):
+    from presto.config import validate
+    from tests.conftest import compose_run
+
+    validate(
+        compose_run("engine=toy", "model=toy", f"engine.table={toy_table}", "dataset=toy", f"experiment={experiment}")
+    )
+
+
+def test_a_mistyped_predictor_key_is_named_as_a_key(tmp_path):
+    # Was: "error: ModelSettings.__init__() got an unexpected keyword argument 'foo'".
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT_ROOT
+
+    run_dir = tmp_path / "out"
+    args = [f"runs=[{tmp_path / 'run'}]", "+predictor.foo=1", f"hydra.run.dir={run_dir}"]
+    result = subprocess.run(
+        [sys.executable, str(PROJECT_ROOT / "src" / "train_predictor.py"), *args], capture_output=True, text=True
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr == (
+        "error: predictor.foo is not a key of predictor=logistic; its own keys: name, hidden, l2, optimizer, "
+        "learning_rate, max_epochs, batch_size, val_fraction, patience\n"
+    )
+    assert not run_dir.exists()

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from hydra.errors import CompactHydraException
+from hydra.experimental.callback import Callback
 from omegaconf import DictConfig, OmegaConf
 
 _SPECIAL_PREFIXES = ("choice(", "range(", "glob(", "interval(", "tag(", "sort(", "shuffle(")
@@ -22,8 +23,11 @@ _SPECIAL_PREFIXES = ("choice(", "range(", "glob(", "interval(", "tag(", "sort(",
 def register_resolvers(project_root: Path) -> None:
     OmegaConf.register_new_resolver("project_root", lambda: str(project_root), replace=True)
     # The default run directory is <time>-<pid>: two jobs started in the same second (parallel
-    # sweep agents) must not share one directory.
-    OmegaConf.register_new_resolver("pid", lambda: str(os.getpid()), replace=True)
+    # sweep agents) must not share one directory. Cached, as Hydra's ${now:} is: the cache lives in
+    # the config, which Hydra copies into each job of a sweep (load_sweep_config), so a launcher's
+    # worker processes (joblib, submitit) write under the sweep directory the launcher resolved and
+    # announced, not each under one named by its own pid.
+    OmegaConf.register_new_resolver("pid", lambda: str(os.getpid()), use_cache=True, replace=True)
 
 
 def fail(message: str, code: int = 2) -> None:
@@ -139,6 +143,32 @@ def _mode(argv: list[str]) -> str:
         return "multirun"
     printing = {"-c", "--cfg", "-i", "--info", "-h", "--help", "--hydra-help", "--version", "-sc", "--shell-completion"}
     return "print" if names & printing else "run"
+
+
+# Hydra's options that each choose what it does; it takes one of them (hydra-core 1.3).
+_MODE_OPTIONS = {
+    **dict.fromkeys(("-r", "--run"), "run"),
+    **dict.fromkeys(("-m", "--multirun"), "multirun"),
+    **dict.fromkeys(("-c", "--cfg"), "cfg"),
+    **dict.fromkeys(("-i", "--info"), "info"),
+    **dict.fromkeys(("-sc", "--shell-completion"), "shell completion"),
+}
+
+
+def check_one_mode(argv: list[str]) -> None:
+    """Two of --run, -m, --cfg, --info, --shell-completion would be Hydra's ValueError, with a traceback."""
+    options, _ = split_options(argv)
+    given: dict[str, str] = {}  # mode -> the option as spelled first
+    for token in options:
+        name = token.split("=", 1)[0]
+        if name in _MODE_OPTIONS:
+            given.setdefault(_MODE_OPTIONS[name], name)
+    if len(given) > 1:
+        first, second = list(given.values())[:2]
+        fail(
+            f"{first} and {second} cannot be given together: Hydra takes one of --run, -m (--multirun), --cfg, "
+            "--info, --shell-completion (to print a sweep job's config, drop -m and give that job's values)"
+        )
 
 
 def check_output_dirs(argv: list[str]) -> None:
@@ -343,21 +373,200 @@ def terminate_like_interrupt() -> dict | None:
     SIGINT gets Python's own handler back: a job started in the background by a shell script
     inherits SIGINT ignored, and ``kill -INT`` (or ``timeout -s INT``) would then do nothing.
     Returns the handlers it replaced, by signal, for a caller that restores them; None where
-    none can be set (not the main thread).
+    none can be set (not the main thread). A SIGTERM whose KeyboardInterrupt Python drops is
+    delivered again (:func:`_redeliver_dropped_termination`).
     """
     import signal
     import threading
 
     if threading.current_thread() is not threading.main_thread():
         return None  # signal handlers can only be set there (e.g. not in a joblib worker thread)
-
-    def interrupt(signum, frame):
-        raise KeyboardInterrupt(_TERMINATED)
-
+    if sys.unraisablehook is not _redeliver_dropped_termination:
+        global _unraisablehook
+        _unraisablehook = sys.unraisablehook
+        sys.unraisablehook = _redeliver_dropped_termination
     return {
-        signal.SIGTERM: signal.signal(signal.SIGTERM, interrupt),
+        signal.SIGTERM: signal.signal(signal.SIGTERM, _interrupt),
         signal.SIGINT: signal.signal(signal.SIGINT, signal.default_int_handler),
     }
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt(_TERMINATED)
+
+
+_unraisablehook = sys.unraisablehook  # the one _redeliver_dropped_termination passes the rest to
+
+
+def _redeliver_dropped_termination(unraisable) -> None:
+    """``sys.unraisablehook``: send SIGTERM again when Python dropped the KeyboardInterrupt of one.
+
+    A signal handler's exception raised while Python runs a ``__del__`` or a weakref callback
+    (the import system's, as a job's first chain imported numpy.random) is only printed
+    ("Exception ignored in ..."), and the run would go on as if never told to stop. The signal is
+    sent again from another thread, to be handled once the callback is over; any other
+    exception goes to the hook there was before.
+    """
+    import signal
+    import threading
+
+    error = unraisable.exc_value
+    if not (isinstance(error, KeyboardInterrupt) and error.args == (_TERMINATED,)):
+        _unraisablehook(unraisable)
+    elif signal.getsignal(signal.SIGTERM) is _interrupt:  # still a run's: not once its handlers were restored
+        threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGTERM)).start()
+
+
+_terminated_here = False
+"""Whether this process has been told to end its sweep: its job was ended by SIGTERM, or it is the
+sweep's launcher and got one (:class:`SweepTermination`). :func:`execute` then starts no other job."""
+
+
+def _restore_after_job(replaced: dict | None) -> None:
+    """Give SIGTERM and SIGINT back the handlers :func:`terminate_like_interrupt` replaced.
+
+    Except that a sweep job's process whose SIGTERM did the default (a joblib worker, between
+    jobs) ignores it from then on: a worker killed by a SIGTERM its launcher sent as its job
+    ended would make joblib's executor kill the busy ones before their summaries are written.
+    """
+    import signal
+
+    if replaced is None:
+        return
+    for signum, handler in replaced.items():
+        if signum == signal.SIGTERM and handler == signal.SIG_DFL and _sweep_job_or_none() is not None:
+            handler = signal.SIG_IGN
+        if handler is not None:  # None: a handler not set from Python, which cannot be set back
+            signal.signal(signum, handler)
+
+
+def _sweep_job_or_none() -> int | None:
+    """:func:`_sweep_job`, or None outside a Hydra job (execute driven by hand)."""
+    try:
+        return _sweep_job()
+    except ValueError:  # "HydraConfig was not set"
+        return None
+
+
+# Launchers whose jobs run on this machine, in this process or its children; a Slurm job is no
+# child of the launcher, and goes on when the launcher ends (scancel ends it).
+_LOCAL_LAUNCHERS = ("BasicLauncher", "JoblibLauncher", "LocalLauncher")
+
+
+def _local_launcher(launcher: DictConfig) -> bool:
+    """Whether ``launcher`` (the ``hydra.launcher`` node) runs its jobs on this machine."""
+    return str(OmegaConf.select(launcher, "_target_", default="")).rsplit(".", 1)[-1] in _LOCAL_LAUNCHERS
+
+
+class SweepTermination(Callback):
+    """Hydra callback (conf/config.yaml ``hydra.callbacks``): a SIGTERM to the launcher of a local sweep
+    (``-m``, no launcher or ``launcher=joblib|submitit_local``) ends it as a SIGTERM ends a run.
+
+    Without it only the launcher died (status 143, no message), and its workers ran on, orphaned,
+    to the end of their jobs. Its handler marks the sweep terminated, so that no job starts
+    after it (:func:`execute`), and from then on sends SIGTERM once to each child process that
+    handles it: a running job (:func:`execute` handles it), which writes its summary, prints how
+    to resume it and returns. An idle joblib worker, which would die of it (and joblib would
+    then kill the busy ones), and the resource trackers, which ignore it, are not sent it. Once
+    every job has returned the launcher exits as usual (its workers with it), with status 143
+    and one line naming the sweep directory and the resume command. (Linux: the children are
+    read from /proc.) A job that does not take the SIGTERM runs on and is waited for: a submitit
+    job still starting (submitit's own handler ignores it), or one whose interrupt a C extension
+    dropped as the job imported it (numpy.random, at a chain's first draw); a second SIGTERM
+    ends the launcher at once.
+    """
+
+    def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
+        import signal
+        import threading
+
+        if not _local_launcher(config.hydra.launcher):
+            return
+
+        def terminate(signum, frame):
+            global _terminated_here, _forwarding
+            if _forwarding is not None:  # the second SIGTERM
+                print(f"terminated: {self._message(config)}", file=sys.stderr)
+                raise SystemExit(143)
+            _terminated_here = True
+            # A module global, not this callback's: Hydra pickles the callbacks with each job it sends to a worker.
+            _forwarding = threading.Event()
+            threading.Thread(target=_end_running_jobs, args=(_forwarding,), daemon=True).start()
+
+        signal.signal(signal.SIGTERM, terminate)
+
+    def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
+        if not _terminated_here or not _local_launcher(config.hydra.launcher):
+            return  # not terminated, or a Slurm job was (its launcher's sweep went on)
+        if _forwarding is not None:
+            _forwarding.set()  # stops it
+        print(f"terminated: {self._message(config)}", file=sys.stderr)
+        raise SystemExit(143)  # not an Exception: Hydra would only warn
+
+    @staticmethod
+    def _message(config: DictConfig) -> str:
+        try:  # resolved by the launcher by now, and cached (${now:}, ${pid:}): the directory it announced
+            where = str(config.hydra.sweep.dir)
+        except Exception:  # an interpolation that cannot be resolved here
+            where = "hydra.sweep.dir"
+        return (
+            f"the sweep in {where} stopped, its running jobs after writing their summaries; "
+            f"rerun with the same overrides and -m run.resume=true hydra.sweep.dir={where}"
+        )
+
+
+_forwarding: Any = None
+"""Set (a threading.Event) once the sweep's launcher got SIGTERM; setting the event ends the forwarding."""
+
+
+def _end_running_jobs(stop, poll_s: float = 0.1) -> None:
+    """Until ``stop`` is set, send SIGTERM to each child process that handles it, once per job.
+
+    A child that stops handling it (its job returned) and later handles it again has started
+    another job (a worker that had none as the SIGTERM came, taking one still queued): that one
+    is sent it too. None is sent it twice in one job: a second would interrupt the summary.
+    """
+    import signal
+
+    signalled: set[int] = set()
+    while not stop.is_set():
+        running = {pid for pid in _child_pids() if _handles(pid, signal.SIGTERM)}
+        for pid in running - signalled:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(pid, signal.SIGTERM)
+        signalled = running
+        stop.wait(poll_s)
+
+
+def _child_pids() -> list[int]:
+    """This process's children that have not ended (Linux /proc; elsewhere none are found)."""
+    me = os.getpid()
+    children = []
+    with contextlib.suppress(OSError):
+        for entry in os.scandir("/proc"):
+            if not entry.name.isdigit():
+                continue
+            try:
+                with open(f"/proc/{entry.name}/stat") as stat:
+                    # After the command name, which may hold spaces and parentheses: state, parent pid, ...
+                    state, parent = stat.read().rsplit(")", 1)[1].split()[:2]
+            except (OSError, ValueError):
+                continue  # ended meanwhile
+            if int(parent) == me and state not in ("Z", "X"):
+                children.append(int(entry.name))
+    return children
+
+
+def _handles(pid: int, signum: int) -> bool:
+    """Whether process ``pid`` has a handler for ``signum`` (its SigCgt mask): not the default, not ignored."""
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("SigCgt:"):
+                    return bool(int(line.split()[1], 16) >> (signum - 1) & 1)
+    except (OSError, ValueError):
+        pass  # ended meanwhile
+    return False
 
 
 def _sweep_job() -> int | None:
@@ -367,6 +576,12 @@ def _sweep_job() -> int | None:
 
     hydra_cfg = HydraConfig.get()
     return hydra_cfg.job.num if hydra_cfg.mode == RunMode.MULTIRUN else None
+
+
+def _hydra_launcher() -> DictConfig:
+    from hydra.core.hydra_config import HydraConfig
+
+    return HydraConfig.get().launcher
 
 
 def _resume_overrides(run_dir: Path) -> str:
@@ -474,12 +689,30 @@ def _task_overrides() -> list[str]:
 
 
 def execute(cfg: DictConfig) -> float | None:
-    """Validate, run, print the summary; return the metric a sweeper minimizes (call time)."""
+    """Validate, run, print the summary; return the metric a sweeper minimizes (call time).
+
+    SIGTERM and Ctrl-C end the run as an interrupt (:func:`terminate_like_interrupt`) while it
+    runs, and get their handlers back after it (:func:`_restore_after_job`). In a sweep on this
+    machine a SIGTERM ends the sweep: the job returns (None) once its summary is written, and
+    its process starts no other job (a joblib worker would take the next one queued); the
+    launcher then exits (:class:`SweepTermination`).
+    """
+    run_dir = _run_dir()
+    if _terminated_here:  # the sweep was terminated: this job is not started
+        _remove_if_empty(run_dir)
+        return None
+    replaced = terminate_like_interrupt()
+    try:
+        return _execute(cfg, run_dir)
+    finally:
+        _restore_after_job(replaced)
+
+
+def _execute(cfg: DictConfig, run_dir: Path) -> float | None:
     from presto.config import validate
 
-    run_dir = _run_dir()
+    global _terminated_here
     errors = user_errors()
-    terminate_like_interrupt()
     try:
         validate(cfg)
         for notice in unused_options(cfg, _task_overrides()):
@@ -504,6 +737,11 @@ def execute(cfg: DictConfig) -> float | None:
             f"rerun with the same overrides and {_resume_overrides(run_dir)}",
             file=sys.stderr,
         )
+        if terminated and _sweep_job() is not None and _local_launcher(_hydra_launcher()):
+            # Returned, not raised: joblib would kill its other workers before their summaries are
+            # written, and the launcher exits with status 143 once every job has returned.
+            _terminated_here = True
+            return None
         sys.exit(143 if terminated else 130)
     except Exception as err:
         if _sweep_job() is not None:  # Hydra keeps it and runs the next jobs: see release_job_state

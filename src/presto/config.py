@@ -7,6 +7,7 @@ Every message names the key and the allowed range, as vLLM's ``SamplingParams`` 
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -61,6 +62,64 @@ def check_keys(options: dict[str, Any], section: str, owner: str, allowed: tuple
     if unknown:
         known = ", ".join(allowed) or "none besides the shared ones"
         raise ConfigError(f"{section}.{unknown[0]} is not a key of {owner}; its own keys: {known}")
+
+
+CONF_DIR = Path(__file__).resolve().parents[2] / "conf"
+"""The project's Hydra configs: what the run config's own keys are read from (below)."""
+
+
+@functools.cache
+def run_config_keys(conf_dir: Path = CONF_DIR) -> tuple[str, ...]:
+    """The top-level keys a run config may hold: conf/config.yaml's own (seed, run), each group of its
+    defaults list (engine, model, ...; a group's keys sit under its name), and the keys the options
+    of a ``# @package _global_`` group (experiment, launcher) set at the top. Empty where the
+    configs are not beside this package (nothing is then checked)."""
+    if not (conf_dir / "config.yaml").is_file():
+        return ()
+    primary = OmegaConf.load(conf_dir / "config.yaml")
+    keys = {str(k) for k in primary if k not in ("defaults", "hydra")}
+    for entry in primary.get("defaults", []):
+        groups = entry.keys() if isinstance(entry, Mapping) else ()  # not _self_
+        for group in (str(g) for g in groups if (conf_dir / str(g)).is_dir()):  # not "override hydra/..."
+            for option in (conf_dir / group).glob("*.yaml"):
+                if _global_package(option):
+                    keys |= {str(k) for k in OmegaConf.load(option) if k not in ("defaults", "hydra")}
+                else:
+                    keys.add(group)
+    return tuple(sorted(keys))
+
+
+def _global_package(option: Path) -> bool:
+    """Whether a config file's header (its leading comment lines) puts it in Hydra's ``_global_`` package."""
+    for line in option.read_text().splitlines():
+        if not line.startswith("#"):
+            return False
+        if line.lstrip("# ").startswith("@package") and line.split()[-1] == "_global_":
+            return True
+    return False
+
+
+@functools.cache
+def logger_keys(name: str, conf_dir: Path = CONF_DIR) -> tuple[str, ...] | None:
+    """The keys of ``logger=name`` (conf/logger/NAME.yaml, which sets every key its logger reads);
+    None where that file is not there."""
+    path = conf_dir / "logger" / f"{name}.yaml"
+    return tuple(str(k) for k in OmegaConf.load(path)) if path.is_file() else None
+
+
+def check_run_config_keys(cfg: DictConfig) -> None:
+    """Refuse a top-level key nobody reads (``+n_pf=8`` for ``budget.n_pf=8``), naming the group's key of
+    that name where there is one."""
+    known = run_config_keys()
+    if not known:
+        return
+    unknown = sorted(str(k) for k in cfg if k not in known and k != "hydra")  # hydra: a config composed with it
+    if not unknown:
+        return
+    key = unknown[0]
+    meant = [f"{group}.{key}" for group in known if isinstance(cfg.get(group), DictConfig) and key in cfg[group]]
+    hint = f" ({' or '.join(meant)} {'is' if len(meant) == 1 else 'are'})" if meant else ""
+    raise ConfigError(f"{key} is not a key of the run config{hint}; its keys: {', '.join(known)}")
 
 
 def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
@@ -153,6 +212,7 @@ def validate_sampler(cfg: DictConfig) -> SamplerSettings:
 
 def validate(cfg: DictConfig) -> RunSettings:
     """Check everything that can be checked without loading a model or a dataset."""
+    check_run_config_keys(cfg)
     seed = _number(cfg, "seed", int, 0)
     if seed >= 2**128:  # random keys carry 128-bit fields (presto.samplers.randomness)
         raise ConfigError(f"seed must be < 2**128, got {seed}")
@@ -168,6 +228,8 @@ def validate(cfg: DictConfig) -> RunSettings:
     if logger not in LOGGERS and logger is not None:  # null, like no logger group: no logger
         # Else the run would only fail after the model has loaded.
         raise ConfigError(f"logger.name={logger} is not a logger; choose one of: {', '.join(LOGGERS)}")
+    if logger is not None and logger_keys(logger) is not None:
+        check_keys(OmegaConf.to_container(cfg.logger, resolve=True), "logger", f"logger={logger}", logger_keys(logger))
     if logger == "wandb":
         from presto.eval.wandb_logger import resolve_mode
 
@@ -231,6 +293,9 @@ def validate_engine(cfg: DictConfig, engine: Any) -> None:
         from presto.engines.base import check_threads
 
         check_threads(OmegaConf.select(cfg, "engine.threads", default=None))
+        from presto.engines.hf import check_device
+
+        check_device(OmegaConf.select(cfg, "engine.device", default="cpu"))  # build_engine's default
     elif engine == "vllm":
         from presto.engines.vllm import _DEFAULTS, VLLMEngine
 
