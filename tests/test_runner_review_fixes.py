@@ -209,3 +209,74 @@ def test_resuming_refuses_chains_whose_prompt_is_no_longer_that_ids_prompt(toy_t
     edited = run_cli(*toy_args(toy_table, run_dir, "dataset.num_prompts=2", "run.resume=true"))
     assert edited.returncode == 2 and "Traceback" not in edited.stderr, edited.stderr
     assert f"prompt {records[0]['prompt_id']} is not the prompt its finished chains were sampled from" in edited.stderr
+
+
+# 6. An interrupt after the setup and before the first chain (audit, seventeenth session)
+
+
+@pytest.mark.parametrize("resume", [False, True])
+def test_an_interrupt_before_the_first_chain_closes_the_engine_and_keeps_the_summary(
+    toy_table, tmp_path, engine_closes, monkeypatch, resume
+):
+    """A SIGTERM between config.yaml and the chain loop (the progress bar's import, regrading a
+    resumed run's chains) escaped run() with no summary, the engine and the directory's lock held."""
+    from presto.runner import run as run_module
+    from presto.runner.outputs import RunWriter
+
+    if resume:  # a finished run, resumed with more chains per prompt
+        run_module.run(toy_run_config(toy_table), tmp_path)
+        engine_closes.clear()
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(run_module, "RunProgress", interrupted)
+    extra = ("run.resume=true", "run.chains_per_prompt=3") if resume else ()
+    with pytest.raises(KeyboardInterrupt):
+        run_module.run(toy_run_config(toy_table, *extra), tmp_path)
+    assert engine_closes == [True]
+    RunWriter(tmp_path, resume=True).close()  # the lock is released
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["chains"] == (4 if resume else 0) and summary["complete"] is False
+
+
+SIGNALS_HELD = """
+import os, signal, sys, threading, time
+sys.path.insert(0, sys.argv[1])
+from presto.runner.outputs import signals_held
+
+def interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+signal.signal(signal.SIGTERM, interrupt)
+stop = threading.Event()
+threading.Thread(target=stop.wait, daemon=True).start()  # another thread, as torch's or vLLM's
+steps = []
+try:
+    with signals_held():
+        os.kill(os.getpid(), signal.SIGTERM)
+        for _ in range(20):
+            time.sleep(0.01)
+        steps.append("block finished")
+    steps.append("after the block")
+except KeyboardInterrupt:
+    steps.append("interrupted")
+print(",".join(steps))
+"""
+
+
+def test_signals_are_held_in_a_process_with_other_threads(tmp_path):
+    """signals_held masked SIGTERM in the main thread only: with other threads running, the
+    kernel delivered it to one of them and Python's handler still ran inside the block."""
+    import subprocess
+    import sys
+
+    from tests.conftest import PROJECT_ROOT
+
+    script = tmp_path / "held.py"
+    script.write_text(SIGNALS_HELD)
+    done = subprocess.run(
+        [sys.executable, str(script), str(PROJECT_ROOT / "src")], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "block finished,interrupted"

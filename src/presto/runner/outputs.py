@@ -8,6 +8,7 @@ import math
 import os
 import signal
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from contextlib import contextmanager
 from pathlib import Path
@@ -128,17 +129,34 @@ def signals_held(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> 
     The run writes a chain's record (then fsyncs it, which can take a while) and counts it in
     the summary's totals: an interrupt between the two would leave chains.jsonl holding a chain
     the interrupted run's summary.json does not count. A signal that arrives meanwhile is
-    delivered, and raises, as the block ends. Where signals cannot be masked (no
-    ``pthread_sigmask``), the block runs unguarded.
+    delivered, and raises, as the block ends.
+
+    Python runs signal handlers in the main thread whichever thread the kernel delivers a signal
+    to, so the block swaps in handlers that only note the signal. (Masking it in the main thread
+    would not do: with other threads running, as torch's, vLLM's or a joblib worker's are, the
+    kernel delivers it to one of them and the handler still runs inside the block.) Outside the
+    main thread, where handlers cannot be set, or for a handler not set from Python, the block
+    runs unguarded for that signal.
     """
-    if not hasattr(signal, "pthread_sigmask"):
+    if threading.current_thread() is not threading.main_thread():
         yield
         return
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, signums)
+    arrived: list[int] = []
+
+    def note(signum, frame):
+        arrived.append(signum)
+
+    held = {signum: signal.getsignal(signum) for signum in signums}
+    held = {signum: handler for signum, handler in held.items() if handler is not None}
+    for signum in held:
+        signal.signal(signum, note)
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for signum, handler in held.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(arrived):  # each once, in order of arrival
+            signal.raise_signal(signum)
 
 
 DELETE = object()

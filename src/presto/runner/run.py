@@ -547,29 +547,33 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         if logger is not None:
             logger.finish()
         raise
-    schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
-    done = writer.finished()
-    regraded = regrade_failed(writer.previous, task, problems) if settings.resume else {}
-    if regraded:
-        writer.amend_chains(regraded)  # the chains whose grader failed, graded again
-    # From here on the run needs only the summary's figures of each chain (see summary_fields).
-    records = [summary_fields(r) for r in writer.take_previous()]
-    failed_grades = sum(1 for r in records if r.get("grade_error"))
-    calls = sum(r["model_calls"] for r in records)
-    transitions = sum(r["transitions"] for r in records)
-    if settings.resume and not records:
-        # A run directory named by the time (the default) is always new: say so rather than start over silently.
-        print(
-            f"notice: run.resume=true, but {run_dir} holds no finished chains: starting the run from its first chain "
-            "(to continue a run, pass its directory: hydra.run.dir=DIR, or hydra.sweep.dir=DIR with -m)",
-            file=sys.stderr,
-        )
+    start = time.perf_counter()
     every = [(problem, chain) for problem in problems for chain in range(settings.chains_per_prompt)]
     expected = [(problem.problem_id, chain) for problem, chain in every]
-    jobs = [(problem, chain) for problem, chain in every if (problem.problem_id, chain) not in done]
-    start = time.perf_counter()
-    progress = RunProgress(len(expected), len(expected) - len(jobs), settings.progress)
+    # From here to the end a SIGTERM or Ctrl-C ends the run through the finally below (engine closed,
+    # summary written once the finished chains are read), also before the first chain starts.
+    records: list[dict[str, Any]] | None = None
+    progress: RunProgress | None = None
     try:
+        schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
+        done = writer.finished()
+        regraded = regrade_failed(writer.previous, task, problems) if settings.resume else {}
+        if regraded:
+            writer.amend_chains(regraded)  # the chains whose grader failed, graded again
+        # From here on the run needs only the summary's figures of each chain (see summary_fields).
+        records = [summary_fields(r) for r in writer.take_previous()]
+        failed_grades = sum(1 for r in records if r.get("grade_error"))
+        calls = sum(r["model_calls"] for r in records)
+        transitions = sum(r["transitions"] for r in records)
+        if settings.resume and not records:
+            # A run directory named by the time (the default) is always new: say so rather than start over silently.
+            print(
+                f"notice: run.resume=true, but {run_dir} holds no finished chains: starting the run from its first "
+                "chain (to continue a run, pass its directory: hydra.run.dir=DIR, or hydra.sweep.dir=DIR with -m)",
+                file=sys.stderr,
+            )
+        jobs = [(problem, chain) for problem, chain in every if (problem.problem_id, chain) not in done]
+        progress = RunProgress(len(expected), len(expected) - len(jobs), settings.progress)
         for problem, chain in jobs:
             round_counter = iter(range(10**9))
 
@@ -611,13 +615,17 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             baseline = settings.sampler.name in BASELINES  # a baseline makes no MH transitions
             progress.chain_done(None if baseline else transitions / max(1, calls))
     finally:
-        progress.close()
-        wall_time = previous_summary_time + time.perf_counter() - start
-        summary = summarize(settings, records, engine, wall_time, expected, previous_summary)
-        writer.write_summary(summary)
+        if progress is not None:
+            progress.close()
+        summary = None
+        if records is not None:  # else stopped before the finished chains were read: their summary stays
+            wall_time = previous_summary_time + time.perf_counter() - start
+            summary = summarize(settings, records, engine, wall_time, expected, previous_summary)
+            writer.write_summary(summary)
         writer.close()
         engine.close()
-        logger.on_summary(summary, run_dir)
+        if summary is not None:
+            logger.on_summary(summary, run_dir)
         logger.finish()
     return summary
 
