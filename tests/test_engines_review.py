@@ -114,3 +114,32 @@ def test_inverse_cdf_never_picks_a_token_of_probability_zero():
     assert np.isfinite(stats_.logq_extra[0, 0])
     hf_entropy = _entropy(torch.log_softmax(torch.tensor(logits)[None], dim=-1))
     np.testing.assert_allclose(hf_entropy.numpy(), stats_.entropy, rtol=1e-14)
+
+
+def test_omp_num_threads_is_read_as_libgomp_reads_it():
+    """An empty OMP_NUM_THREADS (a job script's unset variable) or OpenMP's list form ended a
+    vLLM run in an int() traceback; libgomp (and the hf engine) take both."""
+    pytest.importorskip("vllm")
+    from presto.config import ConfigError
+    from presto.engines.vllm import _omp_threads
+
+    assert _omp_threads(None) is None and _omp_threads("") is None and _omp_threads("  ") is None
+    assert _omp_threads("3") == 3 and _omp_threads("2,1") == 2 and _omp_threads(" 4 ") == 4
+    for bad in ("abc", "0", "-2", "1.5", ",2"):
+        with pytest.raises(ConfigError, match="OMP_NUM_THREADS="):
+            _omp_threads(bad)
+
+
+@pytest.mark.parametrize(
+    ("device", "message"),
+    [("gpu", r"engine\.device=gpu is not a torch device"), ("mps", r"engine\.device=mps: the hf engine runs on")],
+)
+def test_the_hf_device_is_checked_before_the_task_loads(device, message):
+    """engine.dtype and engine.threads were checked up front, engine.device only once the engine
+    was built after the task had loaded: -m engine.device=cpu,gpu ran the cpu job before failing."""
+    from presto.config import ConfigError, validate
+    from tests.conftest import compose_run
+
+    with pytest.raises(ConfigError, match=message):
+        validate(compose_run("engine=hf", f"engine.device={device}"))
+    validate(compose_run("engine=hf", "engine.device=cpu"))

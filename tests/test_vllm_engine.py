@@ -404,3 +404,15 @@ def test_a_call_interrupted_midway_leaves_the_engine_usable(engine, prompt, monk
         np.testing.assert_array_equal(a.tokens, b.tokens)
         np.testing.assert_array_equal(a.logq, b.logq)
     assert recorder.records == {} and not engine._llm.llm_engine.has_unfinished_requests()
+
+
+# Keep this test last in the file: it closes the module's engine (closing again at teardown is fine).
+def test_a_closed_engine_is_one_clear_error(engine, prompt, capsys):
+    """After close(), a call failed with "'NoneType' object has no attribute 'generate'" and a
+    warning that the interrupted call's requests could not be dropped; the hf engine says it is closed."""
+    engine.close()
+    engine.close()  # twice is fine
+    with pytest.raises(RuntimeError, match="this vllm engine is closed"):
+        engine.generate([SuffixRequest(tuple(prompt), 4, 1.0, 0)])
+    assert "could not drop" not in capsys.readouterr().err
+    assert engine.metrics() == engine._final_metrics  # the figures read at close stay readable

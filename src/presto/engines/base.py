@@ -101,6 +101,21 @@ class SuffixResult:
     logq_extra: np.ndarray  # float64, shape (n, len(extra_temperatures))
 
 
+class Closed:
+    """Stands in for a closed engine's model: any use is one clear error, not a None attribute error."""
+
+    def __init__(self, engine: str) -> None:
+        self.engine = engine
+
+    def _closed(self, *args, **kwargs):
+        raise RuntimeError(f"this {self.engine} engine is closed (Engine.close); build a new one")
+
+    __call__ = _closed
+
+    def __getattr__(self, name: str):
+        self._closed()
+
+
 @dataclass
 class CallStats:
     """What the engine spent: model calls, wall time inside them, and requests served.

@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from presto.engines.base import Engine, SuffixRequest, SuffixResult, check_threads
+from presto.engines.base import Closed, Engine, SuffixRequest, SuffixResult, check_threads
 from presto.engines.chat_text import ChatText, eos_ids
 from presto.engines.token_sampling import request_generator
 
@@ -106,18 +106,6 @@ def decode_groups(requests: Sequence[SuffixRequest], limit: int | None) -> list[
     return out
 
 
-class _ClosedModel:
-    """Stands in for a closed engine's model: any use is one clear error, not a None attribute error."""
-
-    def _closed(self, *args, **kwargs):
-        raise RuntimeError("this hf engine is closed (Engine.close); build a new one")
-
-    __call__ = _closed
-
-    def __getattr__(self, name: str):
-        self._closed()
-
-
 class HFEngine(ChatText, Engine):
     name = "hf"
 
@@ -162,9 +150,9 @@ class HFEngine(ChatText, Engine):
     def close(self) -> None:
         """Drop the model, so its weights (on a GPU, its memory) go now rather than whenever the
         last reference to this engine does (a multirun's next job may need the room)."""
-        if isinstance(self.model, _ClosedModel):
+        if isinstance(self.model, Closed):
             return
-        self.model = _ClosedModel()
+        self.model = Closed("hf")
         if self.device.type == "cuda":
             self._torch.cuda.empty_cache()
 
@@ -355,6 +343,14 @@ def check_dtype(dtype: object) -> None:
 
     if dtype not in _DTYPES:
         raise ConfigError(f"engine.dtype must be one of {', '.join(_DTYPES)}, got {dtype!r}")
+
+
+def check_device(device: object) -> None:
+    """``engine.device`` of the hf engine, checked by the engine and, before the task loads, by
+    :func:`presto.config.validate` (a sweep over devices would otherwise fail only at its point)."""
+    import torch
+
+    _torch_device(torch, device)
 
 
 def _torch_device(torch, device: str):

@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from presto.engines.base import Engine, SuffixRequest, SuffixResult, check_threads
+from presto.engines.base import Closed, Engine, SuffixRequest, SuffixResult, check_threads
 from presto.engines.chat_text import ChatText, eos_ids, generation_eos
 from presto.engines.errors import EngineUnavailableError
 
@@ -180,11 +180,26 @@ def _first_line(err: BaseException) -> str:
     return lines[0] if lines else type(err).__name__
 
 
+def _omp_threads(value: str | None) -> int | None:
+    """The thread count OMP_NUM_THREADS asks for, as libgomp reads it: unset or empty is None
+    (``export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK`` without that variable), a list ("2,1",
+    one count per nesting level) gives its first level; anything else is one ConfigError line."""
+    if value is None or not value.strip():
+        return None
+    from presto.config import ConfigError
+
+    first = value.split(",", 1)[0].strip()
+    if not first.isdigit() or int(first) < 1:
+        raise ConfigError(f"OMP_NUM_THREADS={value!r} is not a thread count (a positive integer, or a list like 2,1)")
+    return int(first)
+
+
 def _set_threads(threads: int | None) -> int:
     """Settle the CPU thread count before vLLM starts; warn once if torch already started with another."""
     global _THREAD_WARNING_SHOWN
-    if _USER_OMP is not None:
-        wanted = int(_USER_OMP)
+    user = _omp_threads(_USER_OMP)
+    if user is not None:
+        wanted = user
         if threads and int(threads) != wanted and not _THREAD_WARNING_SHOWN:
             _THREAD_WARNING_SHOWN = True
             warnings.warn(f"OMP_NUM_THREADS={_USER_OMP} is set; it wins over engine.threads={threads}", stacklevel=3)
@@ -530,6 +545,8 @@ class VLLMEngine(ChatText, Engine):
         state, or return their outputs ahead of its own. This engine's ``LLM`` serves only its
         own calls, so every unfinished request is one of the stopped call's.
         """
+        if isinstance(self._llm, Closed):  # nothing was sent: the call itself says the engine is closed
+            return
         try:
             engine = self._llm.llm_engine
             unfinished = list(engine.output_processor.request_states)
@@ -676,14 +693,14 @@ class VLLMEngine(ChatText, Engine):
 
     def close(self) -> None:
         """Shut the in-process engine core down and drop the model; safe to call twice."""
-        if getattr(self, "_llm", None) is None:
+        if isinstance(getattr(self, "_llm", None), Closed | None):
             return
         self._final_metrics = self.metrics()
         self._shutdown()
 
     def _shutdown(self) -> None:
-        llm, self._llm = getattr(self, "_llm", None), None
-        if llm is None:
+        llm, self._llm = getattr(self, "_llm", None), Closed("vllm")  # a later call: one clear error
+        if isinstance(llm, Closed | None):
             return
         try:
             llm.llm_engine.engine_core.shutdown()
