@@ -22,8 +22,10 @@ the run's summary transitions_per_call, which also counts each block's extension
   shared-request model (this codebase: one request per depth serves every feasible node there)
     shared-bfs    depths 0..min(N_pf, K-k)-1, i.e. every candidate node above depth N_pf
 
-So shared-bfs >= oracle >= {predictive, bfs} >= bfs-paper on every round: with shared
-requests, BFS already covers what an oracle would choose. Caveats: a replay scores each
+So shared-bfs >= oracle >= bfs >= bfs-paper, and shared-bfs >= oracle >= predictive, on every
+round: with shared requests, BFS already covers what an oracle would choose. Nothing orders
+predictive against bfs or bfs-paper: a predictor that misjudges the tree can do worse than
+either. Caveats: a replay scores each
 allocation on the roots the logged run visited (a different allocation would visit other
 roots), and nodes missing from the log (run.max_logged_nodes; use 1024 for replays) or
 beyond the logged run's own N_pf count as unavailable; the script reports both. A truncated

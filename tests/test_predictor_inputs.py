@@ -15,6 +15,7 @@ import pytest
 from presto.config import ConfigError
 from presto.predictor.data import Examples, collect_examples, tree_files
 from presto.predictor.features import CLASSES
+from presto.predictor.install import check_output
 from presto.predictor.train import ModelSettings, cross_validate, improvement_warning, run_training, train_predictor
 from tests.conftest import PROJECT_ROOT
 
@@ -162,3 +163,40 @@ def test_a_run_given_twice_or_inside_a_given_sweep_counts_once(tmp_path):
     same_file = sweep / ".." / "sweep" / "0" / "trees.jsonl"
     again = collect_examples([sweep, sweep / "0", same_file], ("cut_fraction",), 0.01)
     assert len(again) == len(once) == 5 * 12
+
+
+def test_a_directory_on_the_metrics_name_installs_nothing(tmp_path):
+    """The pair goes live whole or not at all: a directory squatting PATH.metrics.json was found
+    only after the new checkpoint had replaced the old one (and the error said nothing was written)."""
+    examples = collect_examples([write_trees(tmp_path / "run", separable(3))], ("cut_fraction",), 0.01)
+    out = tmp_path / "live" / "p.ckpt"
+    out.parent.mkdir()
+    out.write_bytes(b"the serving checkpoint")
+    Path(f"{out}.metrics.json").mkdir()
+    with pytest.raises(ConfigError, match=r"metrics\.json is a directory"):
+        check_output(out)
+    with pytest.raises(OSError, match="cannot write the checkpoint"):
+        train_predictor(examples, ModelSettings(), tmp_path / "work", out, folds=3)
+    assert out.read_bytes() == b"the serving checkpoint"
+    assert not list(tmp_path.glob("**/.*.tmp"))
+
+
+def test_a_metrics_rename_that_fails_after_the_checkpoint_says_the_checkpoint_is_live(tmp_path, monkeypatch):
+    from presto.predictor import install
+
+    examples = collect_examples([write_trees(tmp_path / "run", separable(3))], ("cut_fraction",), 0.01)
+    out = tmp_path / "p.ckpt"
+    replace = install.os.replace
+
+    def failing(src, dst):
+        if str(dst).endswith(".metrics.json"):
+            raise PermissionError(13, "Permission denied", str(dst))
+        return replace(src, dst)
+
+    monkeypatch.setattr(install.os, "replace", failing)
+    with pytest.raises(OSError, match=r"the checkpoint .*p\.ckpt was installed, but not its metrics file") as caught:
+        train_predictor(examples, ModelSettings(), tmp_path / "work", out, folds=3)
+    assert "\n" not in str(caught.value)
+    assert out.is_file() and not list(tmp_path.glob("**/.*.tmp"))
+    metrics = json.loads((tmp_path / "work" / "metrics.json").read_text())
+    assert metrics["checkpoint"] == str(out) and "PermissionError" in metrics["metrics_error"]

@@ -15,6 +15,10 @@ from pathlib import Path
 from presto.config import ConfigError
 
 
+class MetricsNotInstalled(OSError):
+    """The checkpoint went live, but the metrics file beside it could not be renamed into place."""
+
+
 def metrics_path(checkpoint: Path) -> Path:
     """The metrics file installed beside a checkpoint: ``PATH.metrics.json``."""
     return checkpoint.with_name(checkpoint.name + ".metrics.json")
@@ -29,6 +33,8 @@ def check_output(path: Path) -> None:
     """
     if path.is_dir():
         raise ConfigError(f"output={path} is a directory; give the checkpoint's file path")
+    if metrics_path(path).is_dir():  # the metrics could not be installed beside the checkpoint
+        raise ConfigError(f"output={path} cannot be written: {metrics_path(path)} is a directory")
     existing = path.parent
     while not existing.exists():
         existing = existing.parent
@@ -43,7 +49,8 @@ def install_checkpoint(module, checkpoint: Path, metrics_text: str | None = None
 
     The metrics are staged first and renamed right after the checkpoint, so a reader sees
     the new pair a moment after the new checkpoint appears, and never metrics of a
-    checkpoint that failed to be written. Raises OSError when a write fails.
+    checkpoint that failed to be written. Raises OSError when a write fails, and
+    :class:`MetricsNotInstalled` when only the metrics' rename (after the checkpoint's) does.
     """
     from presto.predictor.module import save_checkpoint
 
@@ -51,6 +58,8 @@ def install_checkpoint(module, checkpoint: Path, metrics_text: str | None = None
         return save_checkpoint(module, checkpoint)
     final = metrics_path(checkpoint)
     final.parent.mkdir(parents=True, exist_ok=True)
+    if final.is_dir():  # checked before the checkpoint goes live: the pair is installed whole or not at all
+        raise IsADirectoryError(21, "the metrics file's name is a directory", str(final))
     staged = final.with_name(f".{final.name}.{os.getpid()}.tmp")
     try:
         staged.write_text(metrics_text)
@@ -58,5 +67,9 @@ def install_checkpoint(module, checkpoint: Path, metrics_text: str | None = None
     except BaseException:
         staged.unlink(missing_ok=True)
         raise
-    os.replace(staged, final)
+    try:
+        os.replace(staged, final)
+    except OSError as err:  # the checkpoint is live already: say so, and leave no staged file
+        staged.unlink(missing_ok=True)
+        raise MetricsNotInstalled(err.errno, err.strerror or str(err), str(final)) from err
     return written

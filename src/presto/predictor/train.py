@@ -323,7 +323,7 @@ def train_predictor(
     """
     check_classes(examples, epsilon)  # before Lightning is even imported: seconds, for a one-line error
     from presto.predictor.hotload import PredictorError
-    from presto.predictor.install import install_checkpoint
+    from presto.predictor.install import MetricsNotInstalled, install_checkpoint
     from presto.predictor.module import fingerprint, fit_classifier
 
     start = time.perf_counter()
@@ -393,6 +393,12 @@ def train_predictor(
     if write_checkpoint:
         try:
             install_checkpoint(module, target, _dumps(metrics) if checkpoint is not None else None)
+        except MetricsNotInstalled as err:  # the checkpoint serves; only PATH.metrics.json is stale
+            metrics["metrics_error"] = f"{type(err.__cause__).__name__}: {err}"
+            failure = OSError(
+                f"the checkpoint {target} was installed, but not its metrics file {err.filename} "
+                f"({err.strerror}); its metrics are in {out_dir / 'metrics.json'}"
+            )
         except OSError as err:
             metrics["checkpoint"] = metrics["fingerprint"] = None
             metrics["checkpoint_error"] = f"{type(err).__name__}: {err}"
