@@ -147,6 +147,58 @@ def test_sigterm_to_a_joblib_sweep_ends_its_jobs_after_their_summaries(toy_table
     ), err
 
 
+def handles_sigterm(pid: int) -> bool:
+    """Whether ``pid`` has a SIGTERM handler (a running job does; an idle loky worker does not)."""
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith("SigCgt:"):
+                return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
+    except OSError:
+        pass
+    return False
+
+
+@pytest.mark.parametrize("target", ["one worker", "process group"])
+def test_a_sigterm_to_one_job_or_to_the_whole_group_ends_the_sweep_after_the_summaries(toy_table, tmp_path, target):
+    """Second review: a SIGTERM to one worker's job returned it quietly and the sweep ended with status 0
+    (the worker skipping its queued jobs); a SIGTERM to the process group (Slurm's time limit on an sbatch
+    script, timeout) reached each job twice, directly and forwarded, and the second could cut its summary."""
+    sweep_dir = tmp_path / "sweep"
+    setting = [o for o in toy_overrides(toy_table, steps=300) if not o.startswith("run.chains_per_prompt")]
+    options = ("launcher=joblib", "hydra.launcher.n_jobs=2", "budget.n_pf=4,8,12", "run.progress=false")
+    args = (*setting, "run.chains_per_prompt=50", f"hydra.sweep.dir={sweep_dir}", *options)
+    log = tmp_path / "stderr.txt"
+    with log.open("w") as stderr:
+        launcher = subprocess.Popen(
+            [sys.executable, str(MAIN), "-m", *args],
+            stdout=subprocess.DEVNULL,
+            stderr=stderr,
+            cwd="/",
+            start_new_session=True,
+        )
+    try:
+        finished = [sweep_dir / str(job) / "chains.jsonl" for job in (0, 1)]
+        wait_for(lambda: all(path.is_file() and path.stat().st_size for path in finished), 120, "both jobs")
+        workers = child_pids(launcher.pid)
+        if target == "one worker":
+            os.kill(next(pid for pid in sorted(workers) if handles_sigterm(pid)), signal.SIGTERM)
+        else:
+            os.killpg(launcher.pid, signal.SIGTERM)
+        launcher.wait(timeout=60)
+        wait_for(lambda: not any(alive(pid) for pid in workers), 30, "the launcher's workers to end")
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(launcher.pid, signal.SIGKILL)
+    err = log.read_text()
+    assert launcher.returncode == 143, err
+    assert "Traceback" not in err, err
+    for job in (0, 1):
+        summary = json.loads((sweep_dir / str(job) / "summary.json").read_text())
+        assert summary["complete"] is False and summary["chains"] >= 1, summary
+    assert not (sweep_dir / "2" / "chains.jsonl").exists(), "no job may start after the SIGTERM"
+    assert err.rstrip("\n").splitlines()[-1].startswith(f"terminated: the sweep in {sweep_dir} stopped"), err
+
+
 @pytest.mark.parametrize(
     ("options", "named"),
     [

@@ -143,3 +143,17 @@ def test_the_hf_device_is_checked_before_the_task_loads(device, message):
     with pytest.raises(ConfigError, match=message):
         validate(compose_run("engine=hf", f"engine.device={device}"))
     validate(compose_run("engine=hf", "engine.device=cpu"))
+
+
+def test_a_gpu_the_launcher_lacks_is_not_refused_before_the_jobs_run():
+    """A Slurm sweep of engine=hf engine.device=cuda is validated on a login node that may have no
+    GPU: only the spelling is checked there; the engine checks the GPU where the job runs."""
+    import torch
+
+    from presto.config import validate
+    from tests.conftest import compose_run
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    validate(compose_run("engine=hf", "engine.device=cuda"))
+    validate(compose_run("engine=hf", "engine.device=cuda:1"))

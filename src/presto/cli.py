@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -373,8 +374,9 @@ def terminate_like_interrupt() -> dict | None:
     SIGINT gets Python's own handler back: a job started in the background by a shell script
     inherits SIGINT ignored, and ``kill -INT`` (or ``timeout -s INT``) would then do nothing.
     Returns the handlers it replaced, by signal, for a caller that restores them; None where
-    none can be set (not the main thread). A SIGTERM whose KeyboardInterrupt Python drops is
-    delivered again (:func:`_redeliver_dropped_termination`).
+    none can be set (not the main thread). A run takes one SIGTERM: later ones are ignored while
+    it ends (:func:`_interrupt`); Ctrl-C still interrupts. A SIGTERM whose KeyboardInterrupt
+    Python drops is delivered again (:func:`_redeliver_dropped_termination`).
     """
     import signal
     import threading
@@ -392,7 +394,15 @@ def terminate_like_interrupt() -> dict | None:
 
 
 def _interrupt(signum, frame):
+    # One per run: a second SIGTERM (a sweep's launcher forwards one to a job whose whole process
+    # group was sent one, as Slurm's time limit or `timeout` do) would land wherever the ending
+    # run is, its summary or the message that names it.
+    signal.signal(signal.SIGTERM, _terminating)
     raise KeyboardInterrupt(_TERMINATED)
+
+
+def _terminating(signum, frame):
+    """SIGTERM once the run has taken one: it is ending already."""
 
 
 _unraisablehook = sys.unraisablehook  # the one _redeliver_dropped_termination passes the rest to
@@ -413,7 +423,8 @@ def _redeliver_dropped_termination(unraisable) -> None:
     error = unraisable.exc_value
     if not (isinstance(error, KeyboardInterrupt) and error.args == (_TERMINATED,)):
         _unraisablehook(unraisable)
-    elif signal.getsignal(signal.SIGTERM) is _interrupt:  # still a run's: not once its handlers were restored
+    elif signal.getsignal(signal.SIGTERM) in (_interrupt, _terminating):  # a run's: not once its handlers were restored
+        signal.signal(signal.SIGTERM, _interrupt)  # its interrupt never reached the run: take the next one
         threading.Timer(0.01, os.kill, (os.getpid(), signal.SIGTERM)).start()
 
 
@@ -473,7 +484,9 @@ class SweepTermination(Callback):
     read from /proc.) A job that does not take the SIGTERM runs on and is waited for: a submitit
     job still starting (submitit's own handler ignores it), or one whose interrupt a C extension
     dropped as the job imported it (numpy.random, at a chain's first draw); a second SIGTERM
-    ends the launcher at once.
+    ends the launcher at once. A SIGTERM sent to one job's worker process ends the sweep the
+    same way (the job tells the launcher, :func:`_tell_launcher`), and one sent to the whole
+    process group reaches each job twice, directly and forwarded: a run takes only the first.
     """
 
     def on_multirun_start(self, config: DictConfig, **kwargs: Any) -> None:
@@ -483,17 +496,23 @@ class SweepTermination(Callback):
         if not _local_launcher(config.hydra.launcher):
             return
 
-        def terminate(signum, frame):
+        def end_sweep(signum, frame):
             global _terminated_here, _forwarding
-            if _forwarding is not None:  # the second SIGTERM
-                print(f"terminated: {self._message(config)}", file=sys.stderr)
-                raise SystemExit(143)
+            if _forwarding is not None:
+                if signum == signal.SIGTERM:  # the second SIGTERM
+                    print(f"terminated: {self._message(config)}", file=sys.stderr)
+                    raise SystemExit(143)
+                return  # another job's news that it was terminated: the sweep is ending already
             _terminated_here = True
             # A module global, not this callback's: Hydra pickles the callbacks with each job it sends to a worker.
             _forwarding = threading.Event()
             threading.Thread(target=_end_running_jobs, args=(_forwarding,), daemon=True).start()
 
-        signal.signal(signal.SIGTERM, terminate)
+        signal.signal(signal.SIGTERM, end_sweep)
+        # A job in a worker process that a SIGTERM of its own ended tells the launcher so
+        # (:func:`_tell_launcher`), and the sweep ends as if the launcher had been sent it.
+        signal.signal(_JOB_TERMINATED, end_sweep)
+        os.environ[_LAUNCHER_ENV] = str(os.getpid())  # inherited by the worker processes started after this
 
     def on_multirun_end(self, config: DictConfig, **kwargs: Any) -> None:
         if not _terminated_here or not _local_launcher(config.hydra.launcher):
@@ -513,6 +532,23 @@ class SweepTermination(Callback):
             f"the sweep in {where} stopped, its running jobs after writing their summaries; "
             f"rerun with the same overrides and -m run.resume=true hydra.sweep.dir={where}"
         )
+
+
+_LAUNCHER_ENV = "PRESTO_SWEEP_LAUNCHER_PID"
+_JOB_TERMINATED = signal.SIGUSR1  # a job's signal to its sweep's launcher: "a SIGTERM ended me"
+
+
+def _tell_launcher() -> None:
+    """Tell a local sweep's launcher, from a worker process, that a SIGTERM sent to this job alone ended it.
+
+    Else that worker would skip the jobs queued to it and the sweep would end with status 0,
+    the stop said only in a worker's log. The launcher ends the sweep as on its own SIGTERM.
+    In the launcher's own process (the basic launcher) there is nobody to tell.
+    """
+    launcher = os.environ.get(_LAUNCHER_ENV, "")
+    if launcher.isdigit() and int(launcher) != os.getpid():
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.kill(int(launcher), _JOB_TERMINATED)
 
 
 _forwarding: Any = None
@@ -700,6 +736,7 @@ def execute(cfg: DictConfig) -> float | None:
     run_dir = _run_dir()
     if _terminated_here:  # the sweep was terminated: this job is not started
         _remove_if_empty(run_dir)
+        print(f"notice: sweep job {_sweep_job()} not started: the sweep was terminated", file=sys.stderr)
         return None
     replaced = terminate_like_interrupt()
     try:
@@ -741,6 +778,7 @@ def _execute(cfg: DictConfig, run_dir: Path) -> float | None:
             # Returned, not raised: joblib would kill its other workers before their summaries are
             # written, and the launcher exits with status 143 once every job has returned.
             _terminated_here = True
+            _tell_launcher()
             return None
         sys.exit(143 if terminated else 130)
     except Exception as err:

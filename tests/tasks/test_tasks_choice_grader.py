@@ -157,3 +157,18 @@ def test_full_width_forms_are_read_as_their_ascii_letters(text, expected):
 def test_a_supposed_answer_is_not_the_choice(text: str, letter: str | None) -> None:
     """As in the math grader: "suppose the answer is A" mid-reasoning is a guess under test."""
     assert extract_choice(text) == letter
+
+
+@pytest.mark.parametrize(
+    ("text", "letter"),
+    [
+        ("Let me double-check: the answer is C.", "C"),
+        ("If so, the answer is B.", "B"),
+        ("So, to check: the answer is (B)", "B"),
+        ("Having double-checked, the answer is D.", "D"),
+        ("Let me check if the answer is C", None),
+    ],
+)
+def test_a_firm_answer_after_a_check_is_the_choice(text, letter):
+    """The shared supposition check read 'check' and 'if' before a colon or in 'if so' as a supposition."""
+    assert extract_choice(text) == letter

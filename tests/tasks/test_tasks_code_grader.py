@@ -387,3 +387,19 @@ def test_mbpp_table_filled_by_a_loop_after_the_function_passes() -> None:
     completion = "```python\n" + TABLE_LOOP.replace("\nTABLE = {}", "\n\nTABLE = {}") + "\n```"
     assert task.grade(problem, completion).correct is True
     assert task.grade(problem, completion.replace("4 * i", "2 * i")).correct is False
+
+
+@pytest.mark.parametrize(
+    "text",
+    [
+        "    ```python\ndef f(x):\n    if x:\n        return 1\n    return 0\n```\n",
+        "10. ```python\ndef f(x):\n    if x:\n        return 1\n    return 0\n```\n",
+        "1. ```python\ndef f(x):\n\tif x:\n\t\treturn 1\n\treturn 0\n```\n",
+    ],
+)
+def test_code_at_the_margin_under_an_indented_fence_keeps_its_nesting(text):
+    """Second review of the list-indentation fix: stripping the fence's indentation from code that
+    does not carry it broke the code's own nesting."""
+    import ast
+
+    ast.parse(extract_program(text, ("f",)))

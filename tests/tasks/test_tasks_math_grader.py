@@ -377,3 +377,21 @@ def test_an_exclamation_mark_ends_a_plain_answer(text: str, reference: str, extr
 def test_an_exclamation_mark_after_an_integer_answer() -> None:
     assert grade_integer("The answer is 42!", 42).correct is True
     assert grade_integer("The answer is 42!", 43).correct is False
+
+
+@pytest.mark.parametrize(
+    ("text", "gold", "correct"),
+    [
+        ("The answer is 4! = 24.", "24", True),  # a factorial the answer goes on from
+        ("So the answer is 10! / (2! 8!) = 45.", "45", True),
+        ("The answer is 4! = 24.", "4", False),
+        ("The answer is 44! Great.", "44", True),
+        ("The answer is 3 million.", "3", False),  # scale words are no units
+        ("The answer is 5 dozen.", "5", False),
+        ("The answer is 10 factorial.", "10", False),
+        ("The answer is 12 cm.", "12", True),
+    ],
+)
+def test_a_factorial_or_a_scale_word_after_the_number_is_part_of_the_answer(text, gold, correct):
+    """Second review of the '!' and unit fixes: '4! = 24' was cut at '4', '3 million' read as 3."""
+    assert grade_math(text, gold).correct is correct

@@ -346,11 +346,20 @@ def check_dtype(dtype: object) -> None:
 
 
 def check_device(device: object) -> None:
-    """``engine.device`` of the hf engine, checked by the engine and, before the task loads, by
-    :func:`presto.config.validate` (a sweep over devices would otherwise fail only at its point)."""
+    """The spelling of ``engine.device`` (cpu, cuda, cuda:N), checked before the task loads by
+    :func:`presto.config.validate`: a sweep over devices would otherwise fail only at its point.
+    Whether that GPU is there is the engine's check when it is built (:func:`_torch_device`): a
+    sweep's launcher (a Slurm login node) may have none where its jobs will."""
     import torch
 
-    _torch_device(torch, device)
+    from presto.config import ConfigError
+
+    try:
+        kind = torch.device(str(device)).type
+    except (RuntimeError, ValueError):
+        raise ConfigError(f"engine.device={device} is not a torch device (cpu, cuda, cuda:N)") from None
+    if kind not in ("cpu", "cuda"):
+        raise ConfigError(f"engine.device={device}: the hf engine runs on cpu or cuda")
 
 
 def _torch_device(torch, device: str):

@@ -142,17 +142,27 @@ def signals_held(signums: tuple[int, ...] = (signal.SIGINT, signal.SIGTERM)) -> 
         yield
         return
     arrived: list[int] = []
+    held: dict[int, Any] = {}  # the handlers swapped out, by signal
+    open_ = [True]
 
     def note(signum, frame):
-        arrived.append(signum)
+        if open_[0]:
+            arrived.append(signum)
+            return
+        # The block is over, but a signal between two restores below left this handler in place:
+        # hand the signal to the handler it replaced.
+        signal.signal(signum, held[signum])
+        signal.raise_signal(signum)
 
-    held = {signum: signal.getsignal(signum) for signum in signums}
-    held = {signum: handler for signum, handler in held.items() if handler is not None}
-    for signum in held:
-        signal.signal(signum, note)
     try:
+        for signum in signums:
+            handler = signal.getsignal(signum)
+            if handler is not None:  # None: not set from Python, so it could not be set back
+                held[signum] = handler
+                signal.signal(signum, note)
         yield
     finally:
+        open_[0] = False
         for signum, handler in held.items():
             signal.signal(signum, handler)
         for signum in dict.fromkeys(arrived):  # each once, in order of arrival

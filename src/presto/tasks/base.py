@@ -113,9 +113,14 @@ def half_width(text: str) -> str:
 # words that make an answer phrase a supposition, not a statement, when one comes shortly
 # before it in the same sentence: "suppose the answer is 204", "check if the answer is 5"
 _HYPOTHETICAL = re.compile(r"\b(?:if|suppos(?:e|ing)|assum(?:e|ing)|whether|maybe|guess|say|check)\b", re.IGNORECASE)
-# "say" after these states the answer rather than supposing it
-_STATING = re.compile(r"\b(?:I'd|I\s+would|I\s+can|we\s+can|safe\s+to|so\s+I)\s+say\b", re.IGNORECASE)
-_SENTENCE_END = re.compile(r"[.!?\n]")
+# "say" after these states the answer rather than supposing it, and "if so" / "double-check"
+# lead to a stated answer ("If so, the answer is B.", "Having double-checked, the answer is 5.")
+_STATING = re.compile(
+    r"\b(?:I'd|I\s+would|I\s+can|we\s+can|safe\s+to|so\s+I)\s+say\b|\bif\s+so\b|\bdouble[- ]check(?:ed|ing)?\b",
+    re.IGNORECASE,
+)
+# a colon ends the clause too: "Let me double-check: the answer is C." states it after the check
+_SENTENCE_END = re.compile(r"[.!?:\n]")
 
 
 def is_hypothetical(text: str, lead_start: int) -> bool:

@@ -76,10 +76,20 @@ def _fence_indent(text: str, fence_start: int) -> int:
 def _dedent(body: str, indent: int) -> str:
     """``body`` with up to ``indent`` leading spaces or tabs removed from each line, as CommonMark
     does for a fence indented by ``indent``: a block fenced inside a Markdown list carries the
-    list's indentation on every line, which would hide its ``def`` and not parse."""
+    list's indentation on every line, which would hide its ``def`` and not parse. Only when the
+    block's first line carries it: code that starts at the margin under an indented fence (or a
+    list marker before the fence) is no list-indented block, and stripping it would break its nesting."""
     if not indent:
         return body
     lines = body.split("\n")
+    code = []  # the block's lines, to its closing fence
+    for line in lines:
+        if line.lstrip(" \t").startswith("```"):
+            break
+        code.append(line)
+    first = next((line for line in code if line.strip()), "")
+    if len(first) - len(first.lstrip(" \t")) < indent:
+        return body  # code at the margin under an indented fence ("1. ```python" then "def f"): kept as written
     return "\n".join(line[min(indent, len(line) - len(line.lstrip(" \t"))) :] for line in lines)
 
 

@@ -26,12 +26,13 @@ _INLINE_MATH = re.compile(r"(?<!\\)\$((?:\\.|[^\\$])+)\$")
 _DISPLAY_MATH = re.compile("|".join(f"{re.escape(a)}(.+?){re.escape(b)}" for a, b in _MATH_DELIMITERS if a != "$"))
 # after one math answer, "or" and another value: two answers offered ("$5$ or $6$"), no single one
 _ALTERNATIVE = re.compile(r"[*_]*[ \t]*,?[ \t]*(?:or|and/or)[ \t]+(?=\$|\\\(|\\\[|[+-]?\d)", re.IGNORECASE)
-# where a plain-text answer stops: the end of its sentence (not a decimal point; a "!" then
-# a space, as in "the answer is 44!", is no factorial in plain text), a ';', a parenthetical
+# where a plain-text answer stops: the end of its sentence (not a decimal point; a "!" at the
+# end or before words, as in "the answer is 44! Great", is no factorial, but "4! = 24" and
+# "10! / (2! 8!)" go on), a ';', a parenthetical
 # or a clause that explains it ("17 (since 2+15)", "5, which is prime"), but not a list's
 # last item ("5, 6, and 7")
 _ANSWER_END = re.compile(
-    r"[.!](?=\s|$)|;|\s\((?=[a-z]{2})|,\s+(?!(?:and|or)\s+[-+\d])(?=[a-z]{2})"
+    r"\.(?=\s|$)|!(?=\s*$|\s+(?![=+*/^!(\d\\-]))|;|\s\((?=[a-z]{2})|,\s+(?!(?:and|or)\s+[-+\d])(?=[a-z]{2})"
     r"|\s+(?:because|since|as|which|where|so)\b"
 )
 # an adverb between the answer phrase and its value: "The answer is therefore 12."
@@ -235,7 +236,8 @@ _LOOSE_FRAC = re.compile(r"\\[dt]?frac\s*(\{[^{}]*\}|[A-Za-z0-9])\s*(\{[^{}]*\}|
 # words after a number that are no unit: they qualify it ("5 or more", "5 to 6"), or they are
 # math that math-verify reads ("12 pi", "2 sin x", "44 percent")
 _NOT_A_UNIT = (
-    r"(?:or|and|to|plus|minus|times|less|more|than|at|over|divided|out|of|not"
+    r"(?:or|and|to|plus|minus|times|less|more|than|at|over|divided|out|of|not|factorial"
+    r"|hundreds?|thousands?|millions?|billions?|trillions?|dozens?|halves|half|thirds?|quarters?|fourths?"
     r"|pi|percent|sqrt|sin|cos|tan|cot|sec|csc|arcsin|arccos|arctan|log|ln|exp|mod|choose|squared|cubed)\b"
 )
 # a number and its unit inside one text command ("\\text{5 cm}"), which math-verify reads as
