@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 from omegaconf import OmegaConf
 
+from presto.cli import _handles
 from tests.conftest import MAIN, PROJECT_ROOT, run_cli, toy_args, toy_overrides
 
 
@@ -98,16 +99,10 @@ def wait_for(condition, timeout: float, what: str) -> None:
         time.sleep(0.1)
 
 
-@pytest.mark.parametrize(
-    ("n_jobs", "budgets"),
-    [
-        (2, "4,8"),  # each worker runs a job
-        (3, "4,8"),  # one worker idle: it must not die of the SIGTERM (loky would then kill the busy ones)
-        (2, "4,8,12"),  # job 2 waits for a worker: it must not start once the sweep is terminated
-    ],
-)
-def test_sigterm_to_a_joblib_sweep_ends_its_jobs_after_their_summaries(toy_table, tmp_path, n_jobs, budgets):
-    # Was: only the launcher died (rc 143, no message); its loky workers ran on, orphaned, to the end.
+def sigterm_a_sweep(toy_table, tmp_path, n_jobs: int, budgets: str, send) -> tuple[int, str, Path]:
+    """Start a joblib sweep of long toy jobs, ``send(launcher, workers)`` its SIGTERM once jobs 0 and 1 have
+    each finished a chain (their runs' SIGTERM handling is in place since they started), wait for the
+    launcher and its workers to end; returns the launcher's status, its stderr and the sweep directory."""
     sweep_dir = tmp_path / "sweep"
     # Chains of about a second, 100 of them per job: minutes unless the SIGTERM ends them.
     setting = [o for o in toy_overrides(toy_table, steps=300) if not o.startswith("run.chains_per_prompt")]
@@ -123,18 +118,32 @@ def test_sigterm_to_a_joblib_sweep_ends_its_jobs_after_their_summaries(toy_table
             start_new_session=True,  # to clean up whatever it leaves behind
         )
     try:
-        # Once each job has finished a chain (its run's SIGTERM handling is in place since it started).
         finished = [sweep_dir / str(job) / "chains.jsonl" for job in (0, 1)]
         wait_for(lambda: all(path.is_file() and path.stat().st_size for path in finished), 120, "both jobs")
         workers = child_pids(launcher.pid)
-        launcher.send_signal(signal.SIGTERM)
+        send(launcher, workers)
         launcher.wait(timeout=60)
         wait_for(lambda: not any(alive(pid) for pid in workers), 30, "the launcher's workers to end")
     finally:
         with contextlib.suppress(ProcessLookupError):
             os.killpg(launcher.pid, signal.SIGKILL)
-    err = log.read_text()
-    assert launcher.returncode == 143, err
+    return launcher.returncode, log.read_text(), sweep_dir
+
+
+@pytest.mark.parametrize(
+    ("n_jobs", "budgets"),
+    [
+        (2, "4,8"),  # each worker runs a job
+        (3, "4,8"),  # one worker idle: it must not die of the SIGTERM (loky would then kill the busy ones)
+        (2, "4,8,12"),  # job 2 waits for a worker: it must not start once the sweep is terminated
+    ],
+)
+def test_sigterm_to_a_joblib_sweep_ends_its_jobs_after_their_summaries(toy_table, tmp_path, n_jobs, budgets):
+    # Was: only the launcher died (rc 143, no message); its loky workers ran on, orphaned, to the end.
+    returncode, err, sweep_dir = sigterm_a_sweep(
+        toy_table, tmp_path, n_jobs, budgets, lambda launcher, workers: launcher.send_signal(signal.SIGTERM)
+    )
+    assert returncode == 143, err
     assert "Traceback" not in err, err
     for job in (0, 1):
         summary = json.loads((sweep_dir / str(job) / "summary.json").read_text())
@@ -147,50 +156,20 @@ def test_sigterm_to_a_joblib_sweep_ends_its_jobs_after_their_summaries(toy_table
     ), err
 
 
-def handles_sigterm(pid: int) -> bool:
-    """Whether ``pid`` has a SIGTERM handler (a running job does; an idle loky worker does not)."""
-    try:
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("SigCgt:"):
-                return bool(int(line.split()[1], 16) >> (signal.SIGTERM - 1) & 1)
-    except OSError:
-        pass
-    return False
-
-
 @pytest.mark.parametrize("target", ["one worker", "process group"])
 def test_a_sigterm_to_one_job_or_to_the_whole_group_ends_the_sweep_after_the_summaries(toy_table, tmp_path, target):
     """Second review: a SIGTERM to one worker's job returned it quietly and the sweep ended with status 0
     (the worker skipping its queued jobs); a SIGTERM to the process group (Slurm's time limit on an sbatch
     script, timeout) reached each job twice, directly and forwarded, and the second could cut its summary."""
-    sweep_dir = tmp_path / "sweep"
-    setting = [o for o in toy_overrides(toy_table, steps=300) if not o.startswith("run.chains_per_prompt")]
-    options = ("launcher=joblib", "hydra.launcher.n_jobs=2", "budget.n_pf=4,8,12", "run.progress=false")
-    args = (*setting, "run.chains_per_prompt=50", f"hydra.sweep.dir={sweep_dir}", *options)
-    log = tmp_path / "stderr.txt"
-    with log.open("w") as stderr:
-        launcher = subprocess.Popen(
-            [sys.executable, str(MAIN), "-m", *args],
-            stdout=subprocess.DEVNULL,
-            stderr=stderr,
-            cwd="/",
-            start_new_session=True,
-        )
-    try:
-        finished = [sweep_dir / str(job) / "chains.jsonl" for job in (0, 1)]
-        wait_for(lambda: all(path.is_file() and path.stat().st_size for path in finished), 120, "both jobs")
-        workers = child_pids(launcher.pid)
+
+    def send(launcher, workers):
         if target == "one worker":
-            os.kill(next(pid for pid in sorted(workers) if handles_sigterm(pid)), signal.SIGTERM)
+            os.kill(next(pid for pid in sorted(workers) if _handles(pid, signal.SIGTERM)), signal.SIGTERM)
         else:
             os.killpg(launcher.pid, signal.SIGTERM)
-        launcher.wait(timeout=60)
-        wait_for(lambda: not any(alive(pid) for pid in workers), 30, "the launcher's workers to end")
-    finally:
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(launcher.pid, signal.SIGKILL)
-    err = log.read_text()
-    assert launcher.returncode == 143, err
+
+    returncode, err, sweep_dir = sigterm_a_sweep(toy_table, tmp_path, 2, "4,8,12", send)
+    assert returncode == 143, err
     assert "Traceback" not in err, err
     for job in (0, 1):
         summary = json.loads((sweep_dir / str(job) / "summary.json").read_text())
