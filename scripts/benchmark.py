@@ -69,7 +69,11 @@ def split_overrides(argv: list[str]) -> tuple[list[str], list[str]]:
     ``engine=hf`` as a budget), so overrides (``key=value``, ``+key=value``, ``~key``) are
     set aside first and the rest is parsed strictly: a mistyped option is an error.
     """
-    is_override = [not a.startswith("-") and ("=" in a or a.startswith("~")) for a in argv]
+    # The value after --out is a path, whatever it holds (outputs/n_pf=20.json).
+    is_override = [
+        not a.startswith("-") and ("=" in a or a.startswith("~")) and (i == 0 or argv[i - 1] != "--out")
+        for i, a in enumerate(argv)
+    ]
     own = [a for a, flag in zip(argv, is_override, strict=True) if not flag]
     return own, [a for a, flag in zip(argv, is_override, strict=True) if flag]
 
@@ -123,19 +127,22 @@ def choose_settings(args: argparse.Namespace, overrides: list[str]) -> list[str]
         if getattr(args, dest) is not None:
             check_setting(dest, getattr(args, dest), "--" + dest.replace("_", "-"))
     rest = []
+    # Which argument chose each setting: the option, or the first override that did.
+    chosen_by = {dest: "--" + dest.replace("_", "-") for dest in SETTING_OVERRIDES.values() if getattr(args, dest)}
     for override in overrides:
         key, _, value = override.partition("=")
         name = key.lstrip("+~")
         unused = UNUSED_OVERRIDES.get(name.split("/")[0].split(".")[0]) or UNUSED_OVERRIDES.get(name)
         if unused is not None:
             raise ConfigError(f"{override}: {unused}")
-        dest = SETTING_OVERRIDES.get(key)
+        dest = SETTING_OVERRIDES.get(name)  # +budget.n_pf=8 and ++budget.n_pf=8 choose it too
         if dest is None:
             rest.append(override)
             continue
         option = "--" + dest.replace("_", "-")
-        if getattr(args, dest) is not None:
-            raise ConfigError(f"{override} and {option} both choose the benchmark's {dest}; give one of them")
+        if dest in chosen_by:
+            raise ConfigError(f"{override} and {chosen_by[dest]} both choose the benchmark's {dest}; give one of them")
+        chosen_by[dest] = override
         values = [v.strip() for v in value.split(",")]
         if dest == "n_pf":
             try:
@@ -272,6 +279,8 @@ def main(argv: list[str]) -> int:
     previous = terminate_like_interrupt()
     try:
         return benchmark(args, overrides)
+    except FiguresNotWritten as err:
+        return fail(str(err))
     except user_errors() as err:
         return fail(str(err) or type(err).__name__)
     except KeyboardInterrupt:
@@ -338,6 +347,7 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
         out.parent.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise ConfigError(f"--out {out}: cannot create its folder ({err.strerror or err})") from None
+    check_writable(out)  # before the engine loads and the first chain runs, not at its first save
     traversal_options = {}
     for name in rules:
         options = OmegaConf.to_container(configs.compose(traversal=name).traversal, resolve=True)
@@ -413,8 +423,8 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     print_table(rows, cfg, metrics)
     try:
         save(out, figures(overrides, rows, [], metrics, complete=True))
-    except OSError as err:
-        return fail(f"--out {out}: cannot write it ({err.strerror or err}); the tables above are complete")
+    except FiguresNotWritten as err:
+        return fail(f"{err}; the tables above are complete")
     print(f"figures written to {out}")
     return 0
 
@@ -508,10 +518,28 @@ def same_path(record: dict, reference: dict) -> bool:
     return all(a == b or abs(a - b) <= LOG_ACCEPT_TOLERANCE for a, b in pairs)
 
 
+class FiguresNotWritten(Exception):
+    """--out could not be (re)written: one line, exit status 2."""
+
+
+def check_writable(out: Path) -> None:
+    """Create and remove the temporary file save() writes first, so an unwritable --out (a
+    read-only or special file system, a full disk) stops the benchmark before its work."""
+    probe = out.with_name(out.name + ".tmp")
+    try:
+        probe.open("w").close()
+        probe.unlink()
+    except OSError as err:
+        raise FiguresNotWritten(f"--out {out}: cannot write it ({err.strerror or err})") from None
+
+
 def save(out: Path, figures: dict) -> None:
     from presto.runner.outputs import write_json_atomic
 
-    write_json_atomic(out, figures)
+    try:
+        write_json_atomic(out, figures)
+    except OSError as err:
+        raise FiguresNotWritten(f"--out {out}: cannot write it ({err.strerror or err})") from None
 
 
 REPLAY_PROGRESS_DELAY_S = 2.0
@@ -559,6 +587,15 @@ def walk_versus_oracle(own: list[dict], expected: dict | None) -> dict:
     }
 
 
+def truncation_note(row: dict) -> str:
+    """The second table's caveat for a row whose replay read trees cut at REPLAY_LOGGED_NODES:
+    the nodes left out count as unavailable, so its oracle and BFS columns are lower bounds."""
+    truncated = row.get("replayed_rounds_with_truncated_trees", 0)
+    if not truncated:
+        return ""
+    return f"   ({truncated} of {row['rounds']} replayed trees truncated: oracle and bfs E are lower bounds)"
+
+
 def print_table(rows: list[dict], cfg, metrics: dict) -> None:
     s = cfg.sampler
     print(
@@ -594,6 +631,7 @@ def print_table(rows: list[dict], cfg, metrics: dict) -> None:
                 f"{r['transitions_per_round']:>10.2f}{r['oracle_transitions_per_round']:>8.2f}"
                 f"{r['bfs_expected_transitions_per_round']:>8.2f}"
                 + (f"   (replayed on {r['oracle_replayed_on']} trees)" if r["oracle_replayed_on"] != "bfs" else "")
+                + truncation_note(r)
             )
     if metrics:
         print("engine metrics: " + ", ".join(f"{k}={v:.3g}" for k, v in metrics.items()))

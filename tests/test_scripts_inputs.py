@@ -206,3 +206,74 @@ def test_toy_table_script_writes_a_table_a_toy_run_uses(tmp_path, capsys):
         assert call_script(toy_table, *argv) == 2
         assert message in one_error_line(capsys.readouterr().err)
     assert not (tmp_path / "t.json").exists()
+
+
+def test_benchmark_refuses_an_unwritable_output_before_the_engine(table, capsys, monkeypatch):
+    import presto.runner.run
+
+    def no_engine(*args, **kwargs):
+        raise AssertionError("the engine loaded before --out was found unwritable")
+
+    monkeypatch.setattr(presto.runner.run, "load_task_and_engine", no_engine)
+    out = "/proc/presto_benchmark_figures.json"  # procfs: no file can be created there, even by root
+    assert call_script(benchmark, *toy_overrides(table), "--n-pf", "2", "--out", out) == 2
+    assert f"--out {out}: cannot write it" in one_error_line(capsys.readouterr().err)
+
+
+def test_a_figures_file_that_fails_midway_is_one_line_naming_out(table, tmp_path, monkeypatch, capsys):
+    import presto.runner.outputs
+
+    write, calls = presto.runner.outputs.write_json_atomic, []
+
+    def disk_full_after_the_first(out, figures):
+        calls.append(out)
+        if len(calls) > 1:
+            raise OSError(28, "No space left on device")
+        write(out, figures)
+
+    monkeypatch.setattr(presto.runner.outputs, "write_json_atomic", disk_full_after_the_first)
+    out = tmp_path / "b.json"
+    args = (*toy_overrides(table, steps=2), "dataset.num_prompts=1", "--n-pf", "2", "--out", out)
+    assert call_script(benchmark, *args) == 2
+    err = one_error_line(capsys.readouterr().err)
+    assert f"--out {out}: cannot write it (No space left on device)" in err and len(calls) == 2
+
+
+def test_an_output_path_with_an_equals_sign_is_the_option_value(table, tmp_path):
+    out = tmp_path / "n_pf=2.json"
+    args = (*toy_overrides(table, steps=2), "dataset.num_prompts=1", "--out", out, "--n-pf", "2")
+    assert call_script(benchmark, *args) == 0
+    assert [r["n_pf"] for r in json.loads(out.read_text())["rows"]] == [1, 2]
+
+
+@pytest.mark.parametrize("prefix", ["+", "++"])
+def test_an_appended_budget_override_chooses_the_budgets(table, tmp_path, prefix):
+    out = tmp_path / "b.json"
+    args = (*toy_overrides(table, steps=2), "dataset.num_prompts=1", f"{prefix}budget.n_pf=3", "--out", out)
+    assert call_script(benchmark, *args) == 0
+    assert [r["n_pf"] for r in json.loads(out.read_text())["rows"]] == [1, 3]
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (("budget.n_pf=2", "budget.n_pf=3"), "budget.n_pf=3 and budget.n_pf=2 both choose the benchmark's n_pf"),
+        (("traversal=bfs", "traversal=bfs"), "traversal=bfs and traversal=bfs both choose the benchmark's traversals"),
+        (("--n-pf", "2", "++budget.n_pf=3"), "++budget.n_pf=3 and --n-pf both choose the benchmark's n_pf"),
+    ],
+)
+def test_a_setting_chosen_twice_names_both_sources(table, tmp_path, capsys, args, message):
+    assert call_script(benchmark, *toy_overrides(table), *args, "--out", tmp_path / "b.json") == 2
+    assert message in one_error_line(capsys.readouterr().err)
+
+
+def test_the_oracle_table_says_when_trees_were_truncated(table, tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(benchmark, "REPLAY_LOGGED_NODES", 2)  # every round's tree is cut short
+    out = tmp_path / "b.json"
+    args = (*toy_overrides(table), "dataset.num_prompts=1", "--n-pf", "4", "run.progress=false", "--out", out)
+    assert call_script(benchmark, *args) == 0
+    (row,) = [r for r in json.loads(out.read_text())["rows"] if r["traversal"] == "bfs"]
+    truncated, rounds = row["replayed_rounds_with_truncated_trees"], row["rounds"]
+    assert truncated > 0
+    note = f"{truncated} of {rounds} replayed trees truncated: oracle and bfs E are lower bounds"
+    assert note in capsys.readouterr().out
