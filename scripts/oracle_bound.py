@@ -204,18 +204,21 @@ def replay_rounds(records: Iterable[dict[str, Any]], n_pf: list[int], predictor)
         without_call += record.get("model_call") is False
         short += len(record.get("requested_depths") or []) < min(max_budget, int(record["depth_cap"]))
         weights = reaching_weights(tree, accept)
-        oracle = AllocationProgram(tree, accept, max_budget, cap)
-        predictive = AllocationProgram(tree, predicted_h(predictor, logged), max_budget, cap)
+        # The DP is sized by its budget, and no selection holds more nodes than the tree's
+        # candidates: a larger budget (a typo, 10**20) chooses as that many would.
+        usable = min(max_budget, int(tree.candidates(cap).sum()))
+        oracle = AllocationProgram(tree, accept, usable, cap)
+        predictive = AllocationProgram(tree, predicted_h(predictor, logged), usable, cap)
         for j, budget in enumerate(n_pf):
             for name, spend in (("bfs-paper", True), ("bfs", False)):
                 chosen = node_bfs(tree, budget, cap, spend_below_deferred=spend)
                 sums[name][j] += expected_transitions_recursive(tree, chosen, accept)
                 requests[name][j] += len(chosen)
-            chosen = predictive.selection(budget)
+            chosen = predictive.selection(min(budget, usable))
             sums["predictive"][j] += expected_transitions(tree, chosen, accept)
             requests["predictive"][j] += len(chosen)
-            sums["oracle"][j] += oracle.value(budget)
-            requests["oracle"][j] += len(oracle.selection(budget))
+            sums["oracle"][j] += oracle.value(min(budget, usable))
+            requests["oracle"][j] += len(oracle.selection(min(budget, usable)))
             depths = min(budget, cap)
             covered = tree.candidates(depths)
             sums["shared-bfs"][j] += float(weights[covered].sum())

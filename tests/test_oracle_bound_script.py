@@ -168,3 +168,18 @@ def test_choosing_the_default_predictor_does_not_warn_twice_about_a_damaged_line
     done = run_script(str(run_dir), "--n-pf", "3", cwd=tmp_path)
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr.count("line 1 is not JSON; skipped") == 1
+
+
+def test_a_budget_beyond_the_tree_replays_as_the_whole_tree(toy_table, tmp_path):
+    """The DP is sized by the budget; no selection holds more nodes than the tree's candidates,
+    so a budget past them (a typo, 10**20) must give the figures of any budget that covers the
+    tree, not a MemoryError or an hour-long replay."""
+    run_dir = tmp_path / "run"
+    done = run_cli(*toy_args(toy_table, run_dir, "traversal=bfs", "budget.n_pf=5", "run.max_logged_nodes=1024"))
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = tmp_path / "oracle.json"
+    done = run_script(str(run_dir), "--n-pf", "5", "64", str(10**20), "--out", str(out), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    value = {(r["method"], r["n_pf"]): r["transitions_per_call"] for r in json.loads(out.read_text())["rows"]}
+    for method in ("bfs-paper", "bfs", "predictive", "oracle", "shared-bfs"):
+        assert value[(method, 10**20)] == value[(method, 64)] >= value[(method, 5)]
