@@ -92,6 +92,9 @@ def test_a_resumed_run_continues_its_wandb_run(toy_table, tmp_path):
     run_id = (run_dir / "wandb_run_id").read_text().strip()
     offline = sorted((wandb_dir / "wandb").glob("offline-run-*"))
     assert len(offline) == 2 and all(path.name.endswith(f"-{run_id}") for path in offline)
+    # The resumed run's hint syncs both parts, the first first: the server keeps only rows past its last step.
+    hint = f"`wandb sync {offline[0]} {offline[1]}`"
+    assert result.stderr.strip().splitlines()[-1] == f"notice: this W&B run is offline; upload it with {hint}"
 
 
 def test_the_offline_notice_names_why(tmp_path):

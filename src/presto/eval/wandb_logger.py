@@ -1,9 +1,11 @@
 """Weights & Biases logging of a run: config, per-round and per-chain metrics, summary, plots.
 
-``logger=wandb`` selects it (conf/logger/wandb.yaml). Without credentials (``wandb login``'s
-netrc entry or ``WANDB_API_KEY``) and no explicit ``logger.mode``, it runs offline and says
-so: everything is written under the W&B directory (``logger.dir``, else ``$WANDB_DIR``, else
-the run directory) and can be uploaded later with ``wandb sync``. Inside a W&B sweep agent,
+``logger=wandb`` selects it (conf/logger/wandb.yaml). Without credentials for the W&B server
+(``wandb login``'s netrc entry, also for a ``--host``, or ``WANDB_API_KEY``) and no explicit
+``logger.mode``, it runs offline and says so: everything is written under the W&B directory
+(``logger.dir``, else ``$WANDB_DIR``, else the run directory) and can be uploaded later with
+``wandb sync``. An online start that fails (no network: after ``$WANDB_INIT_TIMEOUT``) falls
+back to offline, with one warning line. Inside a W&B sweep agent,
 ``wandb.init`` joins the agent's run, and the summary's ``call_time_s`` is the metric the
 sweep reads. Elsewhere a run directory keeps its W&B run id (``wandb_run_id``), so a
 resumed run continues the same W&B run, its metric indices and its W&B steps (kept in
@@ -21,7 +23,8 @@ What goes where:
 - each chain -> ``chain/*`` (transitions, model calls, call time, transitions per call,
   acceptance rate, loglik, confidence, correctness), stepped by ``chain/index``;
 - the summary -> the W&B run summary, and summary.json as a file of the W&B run;
-- at the end, the figures of presto.eval.plots for this run as images.
+- at the end, the figures of presto.eval.plots for this run as images, and the run's exit
+  code (non-zero for an interrupted, failed or incomplete run: W&B shows it as such).
 
 A logger must never make a run fail: the first error is reported on stderr, after which
 the logger stops sending.
@@ -41,18 +44,62 @@ from presto.runner.outputs import count_jsonl, write_text_atomic
 MODES = ("online", "offline", "disabled")
 
 
-def has_credentials(environ: Mapping[str, str] = os.environ) -> bool:
-    """An API key in the environment, or the netrc entry ``wandb login`` writes for the W&B host."""
-    if environ.get("WANDB_API_KEY"):
-        return True
-    import netrc
-    from urllib.parse import urlparse
+PUBLIC_URL = "https://api.wandb.ai"
 
-    host = urlparse(environ.get("WANDB_BASE_URL") or "https://api.wandb.ai").hostname or "api.wandb.ai"
-    path = environ.get("NETRC") or str(Path(environ.get("HOME") or Path.home()) / ".netrc")
+
+def has_credentials(environ: Mapping[str, str] = os.environ) -> bool:
+    """An API key for the W&B server runs log to, found where wandb finds one: ``$WANDB_API_KEY``
+    (or an identity token file), an ``api_key`` in wandb's settings files, or the netrc entry
+    ``wandb login`` writes for the server's host. The server, as wandb resolves it:
+    ``$WANDB_BASE_URL``, else the ``base_url`` of wandb's settings files (``wandb login --host
+    URL`` keeps it there), else the public cloud. Never raises: what cannot be read is absent.
+    """
+    if environ.get("WANDB_API_KEY") or environ.get("WANDB_IDENTITY_TOKEN_FILE"):
+        return True
     try:
-        return netrc.netrc(path).authenticators(host) is not None
-    except (OSError, netrc.NetrcParseError):
+        settings = wandb_settings(environ)
+    except Exception:  # no home or working directory to look in: as if wandb had no settings files
+        settings = {}
+    if settings.get("api_key"):
+        return True
+    return _netrc_has_key(environ.get("WANDB_BASE_URL") or settings.get("base_url") or PUBLIC_URL, environ)
+
+
+def wandb_settings(environ: Mapping[str, str] = os.environ) -> dict[str, str]:
+    """The ``[default]`` settings of wandb's settings files, as wandb reads them: the global file
+    (``$WANDB_CONFIG_DIR/settings``, else ``~/.config/wandb/settings``) overridden by the
+    workspace's (``./wandb/settings``, from ``wandb init``). A file that cannot be read counts as
+    empty, as in wandb."""
+    import configparser
+
+    config_dir = environ.get("WANDB_CONFIG_DIR")
+    home = Path(environ.get("HOME") or Path.home())
+    global_dir = Path(config_dir).expanduser() if config_dir else home / ".config" / "wandb"
+    workspace = Path.cwd() / (".wandb" if (Path.cwd() / ".wandb").exists() else "wandb")
+    settings: dict[str, str] = {}
+    for path in (global_dir / "settings", workspace / "settings"):
+        parser = configparser.ConfigParser(interpolation=None)
+        try:
+            parser.read(path)
+            if parser.has_section("default"):
+                settings.update(parser.items("default"))
+        except Exception:  # malformed or unreadable: the mode check must never fail a run
+            continue
+    return settings
+
+
+def _netrc_has_key(url: str, environ: Mapping[str, str]) -> bool:
+    """Whether the netrc file (``$NETRC``, else ``~/.netrc``) has an entry for ``url``'s host."""
+    import netrc
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(url)
+        hosts = {parts.netloc, parts.hostname} - {None, ""}  # wandb writes host:port for a server on a port
+        path = environ.get("NETRC") or str(Path(environ.get("HOME") or Path.home()) / ".netrc")
+        entries = netrc.netrc(path)
+        return any(entries.authenticators(host) is not None for host in hosts)
+    except Exception:  # no netrc, a malformed one, or a base URL that is none: no key found
         return False
 
 
@@ -92,6 +139,11 @@ def run_label(run_config: Mapping[str, Any]) -> str:
     if traversal == "sequential":
         return f"{sampler}-sequential"
     return f"{sampler}-{traversal}-npf{run_config.get('budget', {}).get('n_pf')}"
+
+
+def one_line(text: str) -> str:
+    """``text`` on one line: wandb's errors run over several, and a run's stderr is read line by line."""
+    return " ".join(line.strip() for line in str(text).splitlines() if line.strip())
 
 
 def _scalars(record: Mapping[str, Any], keys: tuple[str, ...]) -> dict[str, float]:
@@ -134,7 +186,8 @@ class WandbLogger:
         self.log_rounds = bool(logger_cfg.get("log_rounds", True))
         self.log_plots = bool(logger_cfg.get("log_plots", True))
         self._failed = False
-        self._sync_hint: str | None = None  # `wandb sync DIR` of an offline run
+        self._sync_hint: str | None = None  # `wandb sync DIR...` of an offline run
+        self._complete: bool | None = None  # the summary's `complete`, once the run sends it
         self._run = None
         self._guard(self._init, logger_cfg.get("mode"), run_config)
 
@@ -147,7 +200,7 @@ class WandbLogger:
             fn(*args)
         except Exception as err:  # never fail a run because of the tracker
             self._failed = True
-            print(f"warning: W&B logging stopped: {type(err).__name__}: {err}", file=sys.stderr)
+            print(f"warning: W&B logging stopped: {type(err).__name__}: {one_line(err)}", file=sys.stderr)
 
     def _init(self, mode: str | None, run_config: dict[str, Any]) -> None:
         why = mode_source(mode)
@@ -167,19 +220,29 @@ class WandbLogger:
         # Counted a record at a time: a long run's trees.jsonl (GBs) would not fit in memory parsed.
         self.chains = max(count_jsonl(self.run_dir / "chains.jsonl"), logged.get("chains", 0))
         self.rounds = max(count_jsonl(self.run_dir / "trees.jsonl"), logged.get("rounds", 0))
-        self._run = wandb.init(
-            project=self.cfg.get("project") or "presto",
-            entity=self.cfg.get("entity"),
-            group=self.cfg.get("group") or multirun_group(),
-            tags=list(self.cfg.get("tags") or []),
-            name=self.cfg.get("run_name") or f"{run_label(run_config)}-{self.run_dir.name}",
-            job_type=self.cfg.get("job_type") or "sample",
-            mode=mode,
-            dir=wandb_dir,
-            config=run_config,
-            settings=wandb.Settings(console="off", silent=True),
+        init = {
+            "project": self.cfg.get("project") or "presto",
+            "entity": self.cfg.get("entity"),
+            "group": self.cfg.get("group") or multirun_group(),
+            "tags": list(self.cfg.get("tags") or []),
+            "name": self.cfg.get("run_name") or f"{run_label(run_config)}-{self.run_dir.name}",
+            "job_type": self.cfg.get("job_type") or "sample",
+            "dir": wandb_dir,
+            "config": run_config,
+            "settings": wandb.Settings(console="off", silent=True),
             **resume,
-        )
+        }
+        online_error = None
+        try:
+            self._run = wandb.init(mode=mode, **init)
+        except Exception as err:
+            if mode != "online":
+                raise
+            # A key but no network (or a server that does not answer): wandb.init gives up after
+            # $WANDB_INIT_TIMEOUT. The same run offline keeps a record of this run to sync later.
+            online_error, mode = err, "offline"
+            wandb.teardown()  # wandb's service still holds the failed run ("run ID ... is in use"): a fresh one
+            self._run = wandb.init(mode=mode, **init)
         # Every row goes at an explicit step past those this run directory's W&B run already has:
         # offline, W&B restarts a resumed run at step 0, and the server would drop those rows
         # on `wandb sync`. Without a stored step (a directory from before it was kept), past the
@@ -191,13 +254,31 @@ class WandbLogger:
             next_step = 0
         self.step = max(logged.get("step", resumed), next_step)
         if mode == "offline":
-            self._sync_hint = f"`wandb sync {Path(self._run.dir).parent}`"
+            self._sync_hint = f"`wandb sync {' '.join(str(part) for part in self._offline_parts())}`"
+        if online_error is not None:
+            print(
+                f"warning: W&B could not start online ({type(online_error).__name__}: {one_line(online_error)}); "
+                f"this run logs offline: upload later with {self._sync_hint} (WANDB_INIT_TIMEOUT sets how long "
+                "wandb waits; WANDB_MODE=offline skips the wait)",
+                file=sys.stderr,
+            )
+        elif mode == "offline":
             print(f"notice: W&B is offline ({why}); upload later with {self._sync_hint}", file=sys.stderr)
         self._run.config.update({"run_dir": str(self.run_dir)}, allow_val_change=True)
         self._run.define_metric("round/index")
         self._run.define_metric("round/*", step_metric="round/index")
         self._run.define_metric("chain/index")
         self._run.define_metric("chain/*", step_metric="chain/index")
+
+    def _offline_parts(self) -> list[Path]:
+        """This W&B run's offline folders in its wandb directory, oldest first (by their names'
+        time): each resume adds one, and they must be synced in that order, as the server drops
+        rows whose step is not past the run's last one."""
+        import glob
+
+        current = Path(self._run.dir).parent
+        earlier = current.parent.glob(f"offline-run-*-{glob.escape(str(self._run.id))}")
+        return sorted({*earlier, current}, key=lambda part: part.name)
 
     def _logged_indices(self) -> dict[str, int]:
         """The next round and chain indices this run directory's W&B run has not used (``wandb_indices.json``)."""
@@ -209,7 +290,9 @@ class WandbLogger:
 
     def _save_indices(self) -> None:
         indices = {"rounds": self.rounds, "chains": self.chains, "step": self.step}
-        write_text_atomic(self.run_dir / INDICES_FILE, json.dumps(indices))
+        # Not fsynced (once per row: milliseconds each): it has to survive the process being
+        # killed, for the no-reused-step promise of _log, not a power loss.
+        write_text_atomic(self.run_dir / INDICES_FILE, json.dumps(indices), durable=False)
 
     def _log(self, metrics: Mapping[str, Any]) -> None:
         """One row at the next step, stored first: a kill between the two skips a step, never reuses one."""
@@ -279,6 +362,7 @@ class WandbLogger:
         self._log(metrics)
 
     def on_summary(self, summary: Mapping[str, Any], run_dir: Path) -> None:
+        self._complete = summary.get("complete")
         self._guard(self._on_summary, summary, Path(run_dir))
         if self.log_plots:
             # RUN_DIR/plots is the run's own output: written even where W&B logging stopped.
@@ -318,11 +402,15 @@ class WandbLogger:
             label = slug(label)
             self._log({f"plots/{p.stem.replace('_' + label, '')}": wandb.Image(str(p)) for p in written})
 
-    def finish(self) -> None:
+    def finish(self, exit_code: int = 0) -> None:
+        """End the W&B run with the run's exit status (:func:`presto.runner.logging.exit_status`),
+        so that W&B marks an interrupted or failed run as such rather than Finished; a run whose
+        summary says it is incomplete is not marked Finished either."""
+        exit_code = exit_code or int(self._complete is False)
         if self._run is not None:
             run, self._run = self._run, None
             try:
-                run.finish()
+                run.finish(exit_code=exit_code)
             except Exception as err:
                 print(f"warning: W&B finish failed: {type(err).__name__}: {err}", file=sys.stderr)
             if self._sync_hint:  # again at the end: the first notice is far up, among engine logs

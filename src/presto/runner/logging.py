@@ -16,7 +16,7 @@ class RunLogger(Protocol):
     def on_round(self, record: Mapping[str, Any]) -> None: ...
     def on_chain(self, record: Mapping[str, Any]) -> None: ...
     def on_summary(self, summary: Mapping[str, Any], run_dir: Path) -> None: ...
-    def finish(self) -> None: ...
+    def finish(self, exit_code: int = 0) -> None: ...
 
 
 class NullLogger:
@@ -29,8 +29,24 @@ class NullLogger:
     def on_summary(self, summary: Mapping[str, Any], run_dir: Path) -> None:
         pass
 
-    def finish(self) -> None:
+    def finish(self, exit_code: int = 0) -> None:
         pass
+
+
+def exit_status(error: BaseException | None) -> int:
+    """The exit status of a run ending with ``error`` (None: it ended normally), as the CLI exits:
+    143 for a SIGTERM (presto.cli raises it as a KeyboardInterrupt that says so), 130 for Ctrl-C,
+    a SystemExit's own code, 1 for an error. A logger's ``finish`` is told it, so that a tracker
+    marks an interrupted or failed run as such."""
+    from presto.cli import _TERMINATED
+
+    if error is None:
+        return 0
+    if isinstance(error, KeyboardInterrupt):
+        return 143 if error.args == (_TERMINATED,) else 130
+    if isinstance(error, SystemExit):
+        return error.code if isinstance(error.code, int) else int(error.code is not None)
+    return 1
 
 
 def build_logger(logger_cfg: Mapping[str, Any] | None, run_config: Mapping[str, Any], run_dir: Path) -> RunLogger:

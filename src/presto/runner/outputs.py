@@ -36,9 +36,22 @@ def dumps(record: dict[str, Any]) -> str:
     return json.dumps(_plain(record), allow_nan=False)
 
 
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write to a temporary sibling, then rename: readers (and a kill midway) never see half a file."""
-    write_lines_atomic(path, (text,))
+def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
+    """Write to a temporary sibling, then rename: readers (and a kill midway) never see half a file.
+
+    ``durable=False`` skips the fsync (milliseconds each): the file still survives the process
+    being killed, not a power loss; for a small file rewritten very often.
+    """
+    if durable:
+        write_lines_atomic(path, (text,))
+        return
+    tmp = path.with_name(path.name + ".tmp")
+    try:
+        tmp.write_text(text)
+        os.replace(tmp, path)
+    except BaseException:  # as write_lines_atomic: leave no half-written sibling
+        tmp.unlink(missing_ok=True)
+        raise
 
 
 def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:

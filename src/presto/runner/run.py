@@ -24,7 +24,7 @@ from omegaconf import DictConfig, OmegaConf
 from presto.baselines import BASELINES, Baseline
 from presto.config import ConfigError, RunSettings, SamplerSettings, describe_differences, flatten, validate
 from presto.engines import Engine, build_engine
-from presto.runner.logging import RunLogger, build_logger
+from presto.runner.logging import RunLogger, build_logger, exit_status
 from presto.runner.outputs import DELETE, RunWriter, iter_jsonl, signals_held, write_text_atomic
 from presto.samplers import build_kernel
 from presto.samplers.chain import BlockSchedule, BlockStepper, SequentialStepper, run_chain
@@ -540,12 +540,12 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         previous_summary_time = float(previous_summary.get("wall_time_s") or 0.0)
         # Atomic: every resume rewrites it, and a kill midway must not leave a torn config for the next check.
         write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
-    except BaseException:
+    except BaseException as err:
         if writer is not None:
             writer.close()  # releases the directory's lock
         engine.close()
         if logger is not None:
-            logger.finish()
+            logger.finish(exit_status(err))
         raise
     start = time.perf_counter()
     every = [(problem, chain) for problem in problems for chain in range(settings.chains_per_prompt)]
@@ -554,6 +554,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     # summary written once the finished chains are read), also before the first chain starts.
     records: list[dict[str, Any]] | None = None
     progress: RunProgress | None = None
+    ending: BaseException | None = None  # what ended the run, if not its last chain: the logger is told
     try:
         schedule = BlockSchedule(settings.sampler.max_new_tokens, settings.sampler.block_size, settings.sampler.steps)
         done = writer.finished()
@@ -614,22 +615,30 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
                 )
             baseline = settings.sampler.name in BASELINES  # a baseline makes no MH transitions
             progress.chain_done(None if baseline else transitions / max(1, calls))
+    except BaseException as err:
+        ending = err
+        raise
     finally:
         if progress is not None:
             progress.close()
         summary = None
-        # Held: a second SIGTERM (a sweep's launcher forwards one to a job whose process group was
-        # sent one too) or Ctrl-C raises after the summary is written and the engine closed, not midway.
-        with signals_held():
-            if records is not None:  # else stopped before the finished chains were read: their summary stays
-                wall_time = previous_summary_time + time.perf_counter() - start
-                summary = summarize(settings, records, engine, wall_time, expected, previous_summary)
-                writer.write_summary(summary)
-            writer.close()
-            engine.close()
-        if summary is not None:
-            logger.on_summary(summary, run_dir)
-        logger.finish()
+        try:
+            # Held: a second SIGTERM (a sweep's launcher forwards one to a job whose process group was
+            # sent one too) or Ctrl-C raises after the summary is written and the engine closed, not midway.
+            with signals_held():
+                if records is not None:  # else stopped before the finished chains were read: their summary stays
+                    wall_time = previous_summary_time + time.perf_counter() - start
+                    summary = summarize(settings, records, engine, wall_time, expected, previous_summary)
+                    writer.write_summary(summary)
+                writer.close()
+                engine.close()
+            if summary is not None:
+                logger.on_summary(summary, run_dir)
+        except BaseException as err:  # a held signal, or one as the plots are drawn
+            ending = err
+            raise
+        finally:  # the logger hears how the run ended
+            logger.finish(exit_status(ending))
     return summary
 
 
