@@ -135,11 +135,13 @@ def choose_settings(args: argparse.Namespace, overrides: list[str]) -> list[str]
         unused = UNUSED_OVERRIDES.get(name.split("/")[0].split(".")[0]) or UNUSED_OVERRIDES.get(name)
         if unused is not None:
             raise ConfigError(f"{override}: {unused}")
-        dest = SETTING_OVERRIDES.get(name)  # +budget.n_pf=8 and ++budget.n_pf=8 choose it too
+        dest = SETTING_OVERRIDES.get(name)
         if dest is None:
             rest.append(override)
             continue
         option = "--" + dest.replace("_", "-")
+        if key.startswith("~"):  # +budget.n_pf=8 and ++budget.n_pf=8 choose it too; a deletion does not
+            raise ConfigError(f"{override}: the benchmark's {dest} cannot be deleted; choose it with {option}")
         if dest in chosen_by:
             raise ConfigError(f"{override} and {chosen_by[dest]} both choose the benchmark's {dest}; give one of them")
         chosen_by[dest] = override
@@ -583,6 +585,7 @@ def walk_versus_oracle(own: list[dict], expected: dict | None) -> dict:
         "oracle_transitions_per_round": by_method["oracle"],
         "bfs_expected_transitions_per_round": by_method["shared-bfs"],
         "oracle_replayed_on": expected["source"],
+        "replayed_rounds": expected["replayed"]["rounds"],  # the replayed run's (BFS's), not this setting's
         "replayed_rounds_with_truncated_trees": expected["replayed"]["rounds_with_truncated_logs"],
     }
 
@@ -593,7 +596,8 @@ def truncation_note(row: dict) -> str:
     truncated = row.get("replayed_rounds_with_truncated_trees", 0)
     if not truncated:
         return ""
-    return f"   ({truncated} of {row['rounds']} replayed trees truncated: oracle and bfs E are lower bounds)"
+    total = row.get("replayed_rounds", row["rounds"])
+    return f"   ({truncated} of {total} replayed trees truncated: oracle and bfs E are lower bounds)"
 
 
 def print_table(rows: list[dict], cfg, metrics: dict) -> None:

@@ -139,9 +139,15 @@ def test_an_interrupt_while_a_chain_is_written_leaves_it_counted_in_the_summary(
         signal.raise_signal(signal.SIGINT)  # ... and the interrupt comes before the run counts it
 
     monkeypatch.setattr(RunWriter, "append_chain", interrupted_while_writing)
+    # Python's own Ctrl-C handler, as the CLI gives back to a run (presto.cli.terminate_like_interrupt):
+    # a test process started in the background by a shell inherits SIGINT ignored.
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     run_dir = tmp_path / "run"
-    with pytest.raises(KeyboardInterrupt):
-        _run_in_process(toy_table, run_dir, monkeypatch=monkeypatch)
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _run_in_process(toy_table, run_dir, monkeypatch=monkeypatch)
+    finally:
+        signal.signal(signal.SIGINT, previous)
     summary = json.loads((run_dir / "summary.json").read_text())
     assert summary["chains"] == len(read_jsonl(run_dir / "chains.jsonl")) == 1
     assert summary["complete"] is False

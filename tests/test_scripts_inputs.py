@@ -260,6 +260,8 @@ def test_an_appended_budget_override_chooses_the_budgets(table, tmp_path, prefix
         (("budget.n_pf=2", "budget.n_pf=3"), "budget.n_pf=3 and budget.n_pf=2 both choose the benchmark's n_pf"),
         (("traversal=bfs", "traversal=bfs"), "traversal=bfs and traversal=bfs both choose the benchmark's traversals"),
         (("--n-pf", "2", "++budget.n_pf=3"), "++budget.n_pf=3 and --n-pf both choose the benchmark's n_pf"),
+        (("~budget.n_pf=8",), "~budget.n_pf=8: the benchmark's n_pf cannot be deleted; choose it with --n-pf"),
+        (("~sampler",), "~sampler: the benchmark's samplers cannot be deleted; choose it with --samplers"),
     ],
 )
 def test_a_setting_chosen_twice_names_both_sources(table, tmp_path, capsys, args, message):
@@ -271,9 +273,10 @@ def test_the_oracle_table_says_when_trees_were_truncated(table, tmp_path, monkey
     monkeypatch.setattr(benchmark, "REPLAY_LOGGED_NODES", 2)  # every round's tree is cut short
     out = tmp_path / "b.json"
     args = (*toy_overrides(table), "dataset.num_prompts=1", "--n-pf", "4", "run.progress=false", "--out", out)
-    assert call_script(benchmark, *args) == 0
-    (row,) = [r for r in json.loads(out.read_text())["rows"] if r["traversal"] == "bfs"]
-    truncated, rounds = row["replayed_rounds_with_truncated_trees"], row["rounds"]
-    assert truncated > 0
-    note = f"{truncated} of {rounds} replayed trees truncated: oracle and bfs E are lower bounds"
-    assert note in capsys.readouterr().out
+    assert call_script(benchmark, *args, "--traversals", "bfs", "predictive") == 0
+    rows = {r["traversal"]: r for r in json.loads(out.read_text())["rows"] if r["traversal"] != "sequential"}
+    printed = capsys.readouterr().out
+    for row in rows.values():  # the predictive row is replayed on BFS's trees: BFS's rounds are the total
+        truncated, replayed = row["replayed_rounds_with_truncated_trees"], row["replayed_rounds"]
+        assert 0 < truncated <= replayed == rows["bfs"]["rounds"]
+        assert f"{truncated} of {replayed} replayed trees truncated: oracle and bfs E are lower bounds" in printed

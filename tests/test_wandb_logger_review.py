@@ -13,8 +13,10 @@ from pathlib import Path
 
 import pytest
 
+from presto.config import ConfigError
 from presto.eval.wandb_logger import INDICES_FILE, WandbLogger, has_credentials, resolve_mode
 from presto.runner.logging import exit_status
+from presto.tasks import GradingError
 from tests.conftest import compose_run, toy_overrides
 
 
@@ -90,7 +92,14 @@ def logger_in(run_dir: Path, **cfg) -> WandbLogger:
 
 @pytest.mark.parametrize(
     ("error", "code"),
-    [(None, 0), (KeyboardInterrupt("SIGTERM"), 143), (KeyboardInterrupt(), 130), (RuntimeError("engine died"), 1)],
+    [
+        (None, 0),
+        (KeyboardInterrupt("SIGTERM"), 143),
+        (KeyboardInterrupt(), 130),
+        (RuntimeError("engine died"), 1),
+        (GradingError("the grader is broken"), 2),
+        (ConfigError("sampler.alpha must be > 0"), 2),
+    ],
 )
 def test_the_exit_status_of_a_run_is_the_clis(error, code):
     assert exit_status(error) == code

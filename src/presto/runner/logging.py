@@ -36,9 +36,10 @@ class NullLogger:
 def exit_status(error: BaseException | None) -> int:
     """The exit status of a run ending with ``error`` (None: it ended normally), as the CLI exits:
     143 for a SIGTERM (presto.cli raises it as a KeyboardInterrupt that says so), 130 for Ctrl-C,
-    a SystemExit's own code, 1 for an error. A logger's ``finish`` is told it, so that a tracker
+    a SystemExit's own code, 2 for a user error (a bad setting, a broken grader: the CLI's one
+    ``error:`` line), 1 for any other error. A logger's ``finish`` is told it, so that a tracker
     marks an interrupted or failed run as such."""
-    from presto.cli import _TERMINATED
+    from presto.cli import _TERMINATED, user_errors
 
     if error is None:
         return 0
@@ -46,7 +47,7 @@ def exit_status(error: BaseException | None) -> int:
         return 143 if error.args == (_TERMINATED,) else 130
     if isinstance(error, SystemExit):
         return error.code if isinstance(error.code, int) else int(error.code is not None)
-    return 1
+    return 2 if isinstance(error, user_errors()) else 1
 
 
 def build_logger(logger_cfg: Mapping[str, Any] | None, run_config: Mapping[str, Any], run_dir: Path) -> RunLogger:

@@ -619,13 +619,13 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         ending = err
         raise
     finally:
-        if progress is not None:
-            progress.close()
         summary = None
         try:
             # Held: a second SIGTERM (a sweep's launcher forwards one to a job whose process group was
             # sent one too) or Ctrl-C raises after the summary is written and the engine closed, not midway.
             with signals_held():
+                if progress is not None:
+                    progress.close()
                 if records is not None:  # else stopped before the finished chains were read: their summary stays
                     wall_time = previous_summary_time + time.perf_counter() - start
                     summary = summarize(settings, records, engine, wall_time, expected, previous_summary)
