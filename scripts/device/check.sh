@@ -5,7 +5,8 @@
 # the repo's src/ goes on PYTHONPATH, the embedded GGUF is rejoined from its two parts.
 #
 #   bash scripts/device/check.sh                     # call 1 and call 2 alike; each carries one model part
-#   DEVICE=cpu bash scripts/device/check.sh dataset.num_prompts=1 sampler.steps=4   # a rehearsal without a GPU
+#   DEVICE=cpu KIT=/tmp/devkit311 bash scripts/device/check.sh dataset.num_prompts=1 sampler.steps=4
+#                 # a rehearsal without a GPU, with a kit built for this machine's Python (README: rehearsal)
 #
 # Every call first keeps the part it carried in $STASH (outside the repo), installs the wheels
 # and runs a preflight (versions, GPU, Hydra, HumanEval rows through datasets). Only when both
@@ -14,8 +15,9 @@
 #   2. the hf engine tests (tests/test_hf_engine.py with its gpu test, the hf stop-at-EOS tests)
 #   3. scripts/call_cost.py: a call's time against its rows
 #   4. benchmark in float32 (the default dtype; not batch-invariant) with whatever time is left
-# Arguments are Hydra overrides for the benchmarks (and call_cost). Exit status: 0 all passed,
-# 1 a step failed, 2 the kit is broken, 3 a model part is missing (make the other call now).
+# Arguments are Hydra overrides for the benchmarks (call_cost gets the engine.*, model.* and
+# dataset.* ones). Exit status: 0 every step ran and passed, 1 a step failed or was skipped for
+# lack of time, 2 the kit is broken, 3 a model part is missing (make the other call now).
 #
 # Environment:
 #   DEVICE      cuda (default) or cpu (rehearsal: no nvidia-smi, engine.device=cpu)
@@ -27,7 +29,8 @@
 #   N_PF        PreSTO budgets (default "20")
 #   TESTS       pytest arguments (default: the hf engine tests); SKIP_TESTS=1 skips them
 #   CALL_COST_ARGS  extra call_cost.py options (default none: rows 1..140, 64 tokens)
-#   RESERVE_S TESTS_S CALL_COST_S  seconds kept for steps 2-3 during step 1 (100), their timeouts (90, 60)
+#   RESERVE_S TESTS_S CALL_COST_S  seconds kept for steps 2-3 during step 1 (100, at most a third of
+#               what is left), their timeouts (90, 60)
 #   KIT STASH SITE  the kit in the repo (.devkit), where parts are kept (/tmp/presto-devkit),
 #                   the --target of the wheels (/tmp/site)
 set -uo pipefail
@@ -60,7 +63,8 @@ step() {
     ((limit > left)) && limit=$left
     if ((limit < 20)); then
         say "\n## ${name}: skipped, ${left}s of BUDGET_S left"
-        timings+=("${name}: skipped (no time left)")
+        timings+=("${name}: SKIPPED (no time left)")
+        status=1 # a step that did not run did not pass: exit 0 means every step ran and passed
         return 0
     fi
     say "\n## ${name} (timeout ${limit}s)"
@@ -201,7 +205,11 @@ engine=(engine=hf "engine.device=${DEVICE}")
 bench=(python3 scripts/benchmark.py --n-pf "${budgets[@]}" --samplers "${samplers[@]}" --traversals "${traversals[@]}"
     "${engine[@]}" run.progress=false)
 RESERVE_S=${RESERVE_S:-100} # kept for the tests and call_cost while the first benchmark runs
-step "benchmark dtype=${dtypes[0]}" $((DEADLINE - SECONDS - RESERVE_S)) "${bench[@]}" \
+# At most a third of what is left: with a small BUDGET_S a fixed reserve would leave the
+# benchmark, the figure that counts, no time at all while the tests and call_cost run.
+reserve=$(((DEADLINE - SECONDS) / 3))
+((reserve > RESERVE_S)) && reserve=$RESERVE_S
+step "benchmark dtype=${dtypes[0]}" $((DEADLINE - SECONDS - reserve)) "${bench[@]}" \
     --out "$out/benchmark_${dtypes[0]}.json" "engine.dtype=${dtypes[0]}" "$@"
 
 if [[ "${SKIP_TESTS:-0}" != "1" ]]; then
@@ -210,8 +218,14 @@ if [[ "${SKIP_TESTS:-0}" != "1" ]]; then
 fi
 
 read -r -a cost_args <<<"${CALL_COST_ARGS:-}"
+# call_cost composes the default sampler and traversal: only the overrides it shares with every
+# setting (the engine, the model, the dataset) go to it; sampler.beta=2 would make it refuse.
+shared=()
+for override in "$@"; do
+    [[ $override =~ ^\+{0,2}(engine|model|dataset)[.=/] ]] && shared+=("$override")
+done
 step "call cost vs rows (dtype=${dtypes[0]})" "${CALL_COST_S:-60}" python3 scripts/call_cost.py "${cost_args[@]}" "${engine[@]}" \
-    "engine.dtype=${dtypes[0]}" "$@"
+    "engine.dtype=${dtypes[0]}" "${shared[@]}"
 
 for dtype in "${dtypes[@]:1}"; do
     step "benchmark dtype=${dtype}" $((DEADLINE - SECONDS - 5)) "${bench[@]}" --out "$out/benchmark_${dtype}.json" \

@@ -73,7 +73,8 @@ _DEVICE_PACKAGE_LIST = """
     nvidia-nvtx onnx onnx-ir onnxruntime onnxscript opencv-python-headless optax opt-einsum opt-einsum-fx
     optimistix orbax-checkpoint packaging pandas pathspec patsy peft pillow pip pluggy portalocker
     prometheus-client propcache protobuf psutil pyarrow pybind11 py-cpuinfo pygments pyre-extensions pytest
-    pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist python-dateutil pytorch-lightning
+    pyparsing pyproject-hooks pytest-benchmark pytest-cov pytest-mock pytest-timeout pytest-xdist
+    python-dateutil pytorch-lightning
     pyyaml regex requests rich sacrebleu safetensors scikit-build-core scikit-image scikit-learn scipy seaborn
     sentencepiece sentence-transformers setuptools shellingham simplejson six sortedcontainers statsmodels
     sympy tabulate tensorboard tensorboard-data-server tensorstore threadpoolctl tifffile tiktoken timm
