@@ -363,3 +363,17 @@ def test_write_text_atomic_is_durable_unless_told_otherwise(tmp_path, monkeypatc
     write_text_atomic(tmp_path / "a", "two", durable=False)
     assert len(synced) == 1 and (tmp_path / "a").read_text() == "two"
     assert not (tmp_path / "a.tmp").exists()
+
+
+def test_a_teardown_that_exits_stops_w_and_b_logging_not_the_run(fake_wandb, tmp_path, capsys):
+    """wandb.teardown() calls sys.exit when its service ended badly: the run must not end there."""
+    fake_wandb.online_error = TimeoutError("Run initialization has timed out")
+
+    def exits(exit_code=None):
+        raise SystemExit(1)
+
+    fake_wandb.teardown = exits
+    logger = logger_in(tmp_path / "run", mode="online")
+    assert "W&B logging stopped" in capsys.readouterr().err
+    logger.on_chain({"transitions": 2, "model_calls": 1, "accepts": [1]})
+    logger.finish(0)

@@ -241,7 +241,11 @@ class WandbLogger:
             # A key but no network (or a server that does not answer): wandb.init gives up after
             # $WANDB_INIT_TIMEOUT. The same run offline keeps a record of this run to sync later.
             online_error, mode = err, "offline"
-            wandb.teardown()  # wandb's service still holds the failed run ("run ID ... is in use"): a fresh one
+            try:
+                wandb.teardown()  # wandb's service still holds the failed run ("run ID ... is in use"): a fresh one
+            except SystemExit as exit_:  # teardown exits when the service ended badly: stop logging, not the run
+                why = f"{type(err).__name__}: {err}"
+                raise RuntimeError(f"wandb.teardown() exited ({exit_.code}) after {why}") from None
             self._run = wandb.init(mode=mode, **init)
         # Every row goes at an explicit step past those this run directory's W&B run already has:
         # offline, W&B restarts a resumed run at step 0, and the server would drop those rows
