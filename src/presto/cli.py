@@ -780,7 +780,9 @@ def _execute(cfg: DictConfig, run_dir: Path) -> float | None:
             _terminated_here = True
             _tell_launcher()
             return None
-        sys.exit(143 if terminated else 130)
+        from presto.runner.logging import exit_status
+
+        sys.exit(exit_status(interrupt))  # 143 or 130: what the run's logger was told
     except Exception as err:
         if _sweep_job() is not None:  # Hydra keeps it and runs the next jobs: see release_job_state
             release_job_state(err)

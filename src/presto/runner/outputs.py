@@ -42,27 +42,19 @@ def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
     ``durable=False`` skips the fsync (milliseconds each): the file still survives the process
     being killed, not a power loss; for a small file rewritten very often.
     """
-    if durable:
-        write_lines_atomic(path, (text,))
-        return
-    tmp = path.with_name(path.name + ".tmp")
-    try:
-        tmp.write_text(text)
-        os.replace(tmp, path)
-    except BaseException:  # as write_lines_atomic: leave no half-written sibling
-        tmp.unlink(missing_ok=True)
-        raise
+    write_lines_atomic(path, (text,), durable=durable)
 
 
-def write_lines_atomic(path: Path, lines: Iterable[str]) -> None:
+def write_lines_atomic(path: Path, lines: Iterable[str], *, durable: bool = True) -> None:
     """:func:`write_text_atomic` of the concatenated ``lines``, written as they come (a long log
     is never held whole in memory)."""
     tmp = path.with_name(path.name + ".tmp")
     try:
         with tmp.open("w") as handle:
             handle.writelines(lines)
-            handle.flush()
-            os.fsync(handle.fileno())
+            if durable:
+                handle.flush()
+                os.fsync(handle.fileno())
         os.replace(tmp, path)
     except BaseException:  # a full disk, a directory in the way, Ctrl-C: leave no half-written sibling
         tmp.unlink(missing_ok=True)
