@@ -80,7 +80,10 @@ def test_benchmark_compares_every_setting_with_identical_chains(toy_table, tmp_p
         else:
             assert 1.0 < r["oracle_transitions_per_round"] <= r["bfs_expected_transitions_per_round"] + 1e-9 <= 5
             assert 1.0 <= r["transitions_per_round"] <= 5
+    for r in rows:  # the chains' wall time holds their call time and the host work around it
+        assert r["wall_time_s"] >= r["call_time_s"] and r["host_time_s"] >= 0
     assert "identical" in done.stdout and f"figures written to {out}" in done.stdout
+    assert "outside model calls" in done.stdout
     assert "MH transitions per prefetch round" in done.stdout
 
 
@@ -133,6 +136,41 @@ def test_a_chain_is_identical_only_along_the_same_path():
     assert not same_path(other_proposal, reference)
     assert not same_path({**reference, "accepts": [1, 1, 1]}, reference)
     assert not same_path({**reference, "tokens": np.array([3, 1, 4])}, reference)
+
+
+def test_rows_split_wall_time_into_calls_and_host_work():
+    """Wall-clock figures sum each setting's chains and compare them with the sequential chains'."""
+    import numpy as np
+
+    from tests.conftest import load_script
+
+    benchmark = load_script("benchmark")
+
+    def chain(call_s: float, wall_s: float, calls: int) -> dict:
+        return {
+            "model_calls": calls,
+            "call_time_s": call_s,
+            "wall_time_s": wall_s,
+            "transitions": 4,
+            "tokens": np.array([1, 2]),
+            "accepts": [1, 0, 0, 1],
+            "log_accepts": [0.0, -1.0, -1.0, 0.0],
+            "discarded_requests": 0,
+            "unique_requests": calls,
+            "loglik": -1.0,
+        }
+
+    records = {
+        ("sequential", 1): [chain(8.0, 8.5, 4), chain(4.0, 4.5, 4)],
+        ("bfs", 20): [chain(2.0, 3.0, 1), chain(1.0, 3.0, 1)],
+    }
+    rows = benchmark.sampler_rows("powermh", records, {}, expected=None)
+    sequential, bfs = rows
+    assert sequential["wall_time_s"] == 13.0 and sequential["host_time_s"] == 1.0
+    assert sequential["wall_speedup"] == 1.0
+    assert bfs["wall_time_s"] == 6.0 and bfs["host_time_s"] == 3.0
+    assert bfs["speedup"] == 4.0  # in call time: 12 s against 3 s
+    assert bfs["wall_speedup"] == 13.0 / 6.0  # in wall time, host work included
 
 
 def test_benchmarks_started_in_the_same_second_write_separate_default_files(toy_table, tmp_path):
