@@ -91,6 +91,28 @@ def toy_table(tmp_path: Path) -> Path:
     return write_toy_table(tmp_path / "table.json", vocab=6, seed=3)
 
 
+@pytest.fixture
+def validation_losses(monkeypatch) -> list[float]:
+    """The weighted validation loss of every epoch a classifier fit runs, in order (a spy on
+    EpsilonClassifier.validation_step that leaves it working)."""
+    import torch
+
+    from presto.predictor import module as module_py
+
+    losses: list[float] = []
+    validate = module_py.EpsilonClassifier.validation_step
+
+    def recording(self, batch, batch_idx):
+        x, y, w = batch
+        with torch.no_grad():
+            loss = (w * torch.nn.functional.cross_entropy(self(x), y, reduction="none")).sum() / w.sum()
+        losses.append(float(loss))
+        return validate(self, batch, batch_idx)
+
+    monkeypatch.setattr(module_py.EpsilonClassifier, "validation_step", recording)
+    return losses
+
+
 def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run `python src/main.py ARGS` from an unrelated working directory."""
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}

@@ -709,7 +709,7 @@ def test_early_stopping_never_leaves_fewer_than_two_examples_or_no_prompt_to_tra
         assert made["split"] is None and len(val) == 0
 
 
-def test_early_stopping_returns_the_weights_of_the_best_validation_epoch(monkeypatch):
+def test_early_stopping_returns_the_weights_of_the_best_validation_epoch(validation_losses):
     """MO10 (every epoch taken for the best), MO11 (the best epoch's weights not restored): the
     module returned has the lowest weighted validation loss of all epochs, not the last one's."""
     import torch
@@ -717,17 +717,7 @@ def test_early_stopping_returns_the_weights_of_the_best_validation_epoch(monkeyp
     from presto.predictor import module as module_py
     from presto.predictor.train import ModelSettings
 
-    losses: list[float] = []
-    validate = module_py.EpsilonClassifier.validation_step
-
-    def recording(self, batch, batch_idx):
-        x, y, w = batch
-        with torch.no_grad():
-            loss = (w * torch.nn.functional.cross_entropy(self(x), y, reduction="none")).sum() / w.sum()
-        losses.append(float(loss))
-        return validate(self, batch, batch_idx)
-
-    monkeypatch.setattr(module_py.EpsilonClassifier, "validation_step", recording)
+    losses = validation_losses
     rng = np.random.default_rng(0)
     groups = np.repeat([f"p{i}" for i in range(10)], 20)
     x = rng.random((200, 1))

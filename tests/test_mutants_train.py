@@ -375,24 +375,13 @@ def test_the_default_settings_are_the_papers_logistic_regression():
 # --- module.py: early stopping and the validation split ---------------------------------------------
 
 
-def test_early_stopping_stops_patience_epochs_after_the_best(monkeypatch):
+def test_early_stopping_stops_patience_epochs_after_the_best(validation_losses):
     """M1 (mode max), M2 (one more epoch of patience): training stops once ``patience`` epochs in
     a row have not lowered the validation loss (or at max_epochs)."""
-    import torch
 
     from presto.predictor import module as module_py
 
-    losses: list[float] = []
-    validate = module_py.EpsilonClassifier.validation_step
-
-    def recording(self, batch, batch_idx):
-        x, y, w = batch
-        with torch.no_grad():
-            loss = (w * torch.nn.functional.cross_entropy(self(x), y, reduction="none")).sum() / w.sum()
-        losses.append(float(loss))
-        return validate(self, batch, batch_idx)
-
-    monkeypatch.setattr(module_py.EpsilonClassifier, "validation_step", recording)
+    losses = validation_losses
     rng = np.random.default_rng(0)
     groups = np.repeat([f"p{i}" for i in range(10)], 20)
     x = rng.random((200, 1))
