@@ -611,6 +611,14 @@ def truncation_note(row: dict) -> str:
     return f"   ({truncated} of {row['replayed_rounds']} replayed trees truncated: oracle and bfs E are lower bounds)"
 
 
+def print_rows(header: str, lines: list[str]) -> None:
+    """One table: its header, a rule as wide as the header, one line per row."""
+    print(header)
+    print("-" * len(header))
+    for line in lines:
+        print(line)
+
+
 def print_table(rows: list[dict], cfg, metrics: dict) -> None:
     s = cfg.sampler
     print(
@@ -618,47 +626,44 @@ def print_table(rows: list[dict], cfg, metrics: dict) -> None:
         f"prompts={cfg.dataset.num_prompts} chains/prompt={cfg.run.chains_per_prompt} "
         f"alpha={s.alpha} n={s.max_new_tokens} B={s.block_size} K={s.steps} seed={cfg.seed}"
     )
-    header = (
+    print_rows(
         f"{'sampler':<11}{'traversal':<11}{'n_pf':>5}{'calls':>7}{'call s':>9}{'trans/call':>11}"
-        f"{'s/call':>8}{'speedup':>9}{'calls÷':>8}{'s/call×':>9}{'identical':>10}{'same log A':>11}"
-    )
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        print(
+        f"{'s/call':>8}{'speedup':>9}{'calls÷':>8}{'s/call×':>9}{'identical':>10}{'same log A':>11}",
+        [
             f"{r['sampler']:<11}{r['traversal']:<11}{r['n_pf']:>5}{r['model_calls']:>7}{r['call_time_s']:>9.2f}"
             f"{r['transitions_per_call']:>11.2f}{r['time_per_call_s']:>8.3f}{r['speedup']:>8.2f}x"
             f"{r['call_reduction']:>7.2f}x{r['time_per_call_ratio']:>8.2f}x{r['identical_chains']:>10.2f}"
             f"{r['same_path_chains']:>11.2f}"
-        )
-    print("\nWall-clock time of the chains, and the part outside model calls (planning, walking, logging)")
-    header = (
-        f"{'sampler':<11}{'traversal':<11}{'n_pf':>5}{'wall s':>9}{'host s':>9}{'host ms/call':>14}{'wall speedup':>14}"
+            for r in rows
+        ],
     )
-    print(header)
-    print("-" * len(header))
-    for r in rows:
-        print(
+    print("\nWall-clock time of the chains, and the part outside model calls (planning, walking, logging)")
+    print_rows(
+        f"{'sampler':<11}{'traversal':<11}{'n_pf':>5}{'wall s':>9}{'host s':>9}"
+        f"{'host ms/call':>14}{'wall speedup':>14}",
+        [
             f"{r['sampler']:<11}{r['traversal']:<11}{r['n_pf']:>5}{r['wall_time_s']:>9.2f}{r['host_time_s']:>9.2f}"
             f"{1000 * r['host_time_s'] / r['model_calls']:>14.1f}{r['wall_speedup']:>13.2f}x"
-        )
+            for r in rows
+        ],
+    )
     walks = [r for r in rows if "transitions_per_round" in r]
     if walks:
         print(
             "\nMH transitions per prefetch round: realized, and expected with the true acceptance "
             "probabilities for the node-level oracle (Proposition 2 DP) and for one-request-per-depth BFS"
         )
-        header = f"{'sampler':<11}{'traversal':<11}{'n_pf':>5}{'rounds':>8}{'realized':>10}{'oracle':>8}{'bfs E':>8}"
-        print(header)
-        print("-" * len(header))
-        for r in walks:
-            print(
+        print_rows(
+            f"{'sampler':<11}{'traversal':<11}{'n_pf':>5}{'rounds':>8}{'realized':>10}{'oracle':>8}{'bfs E':>8}",
+            [
                 f"{r['sampler']:<11}{r['traversal']:<11}{r['n_pf']:>5}{r['rounds']:>8}"
                 f"{r['transitions_per_round']:>10.2f}{r['oracle_transitions_per_round']:>8.2f}"
                 f"{r['bfs_expected_transitions_per_round']:>8.2f}"
                 + (f"   (replayed on {r['oracle_replayed_on']} trees)" if r["oracle_replayed_on"] != "bfs" else "")
                 + truncation_note(r)
-            )
+                for r in walks
+            ],
+        )
     if metrics:
         print("engine metrics: " + ", ".join(f"{k}={v:.3g}" for k, v in metrics.items()))
 
