@@ -43,14 +43,20 @@ _WORD_AFTER = re.compile(r"[ \t]+[a-z]")
 _CLAUSE_AFTER = re.compile(r"[ \t]*[)\]]?[ \t]+(?:is|are|was|were|seems|seem)\b")
 # a lowercase letter followed by an operator is a variable: "the answer is c/2"
 _OPERATOR_AFTER = re.compile(r"[ \t]*[/^=*]")
+# how far back a hedge before a letter is looked for ("Either (B) or (C) is correct"): the
+# longest such run is about 25 characters ("option B or option "); a bound keeps the check cheap
+_HEDGE_LOOKBEHIND = 40
 
 
 @cache
 def _patterns(
     letters: str,
-) -> tuple[re.Pattern[str], re.Pattern[str], tuple[re.Pattern[str], ...], re.Pattern[str], re.Pattern[str]]:
+) -> tuple[
+    re.Pattern[str], re.Pattern[str], tuple[re.Pattern[str], ...], re.Pattern[str], re.Pattern[str], re.Pattern[str]
+]:
     """(one letter, a line that is only a letter, the self-contained statements, a hedge
-    after a letter: "B or C", another letter listed after it: "B, C", "B/C")."""
+    after a letter: "B or C", another letter listed after it: "B, C", "B/C", a hedge before
+    a letter: "(B) or (" of "(B) or (C) is correct", "option B or option " of "... option C")."""
     letter = rf"(?P<letter>[{letters}{letters.lower()}])(?!\w|'\w)"  # not "A's"; 'B' is fine
     # the letter alone, in a font command, or labelling its option's text: "(B) 42 kg", "B: 42"
     # (bounded: an unclosed box must not make every later one scan to the end of the line)
@@ -66,7 +72,17 @@ def _patterns(
     # the letters listed after a letter, up to the last: ", C", "/C", ", (B) and D"
     separator = r"[ \t]*[)\]]?(?:[ \t]*[,/&][ \t]*(?:(?:and|or)[ \t]+)?|[ \t]+(?:and/or|and|or)[ \t]+)"
     listed = re.compile(rf"(?:{separator}\(?(?P<other>[{letters}{letters.lower()}])(?!\w|'\w))+")
-    return re.compile(letter), alone, statements, hedge, listed
+    # anchored at the end of the text before the letter (searched in a bounded window)
+    option = r"(?i:(?:option|choice)[ \t]+)?"
+    hedge_before = re.compile(
+        rf"(?<![A-Za-z]){option}\(?[{letters}](?![A-Za-z])[)\]]?[ \t]+(?i:or|and)[ \t]+{option}[(\[]?\Z"
+    )
+    return re.compile(letter), alone, statements, hedge, listed, hedge_before
+
+
+def _hedged_before(text: str, start: int, hedge_before: re.Pattern[str]) -> bool:
+    """Whether the letter starting at ``start`` is the second of two offered together ("(B) or (C)")."""
+    return hedge_before.search(text, max(0, start - _HEDGE_LOOKBEHIND), start) is not None
 
 
 def _is_a_word(text: str, letter: str, end: int) -> bool:
@@ -103,7 +119,7 @@ def extract_choice(text: str, letters: str = "ABCD") -> str | None:
     Full-width forms ("Answer：Ｂ", "（C）") are read as their ASCII letters and punctuation.
     """
     text = half_width(text)
-    letter, alone, statements, hedge, listed = _patterns(letters)
+    letter, alone, statements, hedge, listed, hedge_before = _patterns(letters)
     leads = [lead for lead in _LEADS.finditer(text) if not is_hypothetical(text, lead.start())]
     matches = [m for lead in leads if (m := _letter_after(text, lead.end(), letter))]
     matches += [m for pattern in statements for m in pattern.finditer(text)]
@@ -112,6 +128,7 @@ def extract_choice(text: str, letters: str = "ABCD") -> str | None:
         for m in matches
         if not _is_a_word(text, m.group("letter"), m.end("letter"))
         and not hedge.match(text, m.end("letter"))
+        and not _hedged_before(text, m.start("letter"), hedge_before)
         and not _lists_another(text, m.end("letter"), listed)
     ]
     # The last line alone: a letter. A bare "A" or "I" there is as likely the first word of a

@@ -217,8 +217,8 @@ def _warn_unparsed(reference: str) -> None:
     if reference not in _warned_references:
         _warned_references.add(reference)
         logging.getLogger(__name__).warning(
-            "math-verify cannot parse the reference answer %r: completions of this problem are compared "
-            "with it as text only",
+            "math-verify cannot parse the reference answer %r (or only in part): completions of this problem "
+            "are compared with it as text only",
             reference,
         )
 
@@ -269,13 +269,19 @@ def _parse(answer: str) -> list:
     return parse(f"${s}$", parsing_timeout=_timeout_s())
 
 
+# an ellipsis: math-verify reads such a sequence partially ("1, 2, \\ldots, n" as 2, "1,2,...,n"
+# as 1.2), so a reference with one is not parsed at all
+_ELLIPSIS = re.compile(r"\\[lcv]?dots[bcimo]?(?![A-Za-z])|\.\.\.|\u2026")
+
+
 def math_equal(reference: str, predicted: str) -> bool:
     """Whether ``predicted`` equals ``reference``.
 
     Equal normalized strings are accepted first (cheap, and right for textual answers such
     as names); otherwise both sides go through math-verify's parser and comparison. A
-    reference math-verify cannot parse (``\\ldots``) is compared as text only, for every
-    prediction alike: grading only the ones that match it would bias accuracy up.
+    reference math-verify cannot parse, or would parse only in part (any ellipsis: ``\\ldots``,
+    ``\\dots``, ``...``), is compared as text only, for every prediction alike: grading only the
+    ones that match it would bias accuracy up.
     """
     if _normalize_text(reference) == _normalize_text(predicted):
         return True
@@ -283,7 +289,7 @@ def math_equal(reference: str, predicted: str) -> bool:
 
     logging.getLogger("math_verify").setLevel(logging.ERROR)
     try:
-        gold = _parse(reference)
+        gold = [] if _ELLIPSIS.search(reference) else _parse(reference)
     except Exception:
         gold = []
     if not any(not isinstance(g, str) for g in gold):  # only the raw string back: not parsed
