@@ -1,7 +1,7 @@
 """Sandbox judge: runs inside the isolated process and executes model-written code.
 
-This file is run as a script (``python -I -B _judge.py``) by :mod:`presto.tasks.sandbox`,
-never imported, and uses the standard library only. It reads one JSON job from a file in
+This file is run as a script (``python -s -P -B _judge.py``, in a clean environment) by
+:mod:`presto.tasks.sandbox`, never imported, and uses the standard library only. It reads one JSON job from a file in
 its (otherwise empty, temporary) working directory and deletes it, locks itself down
 (resource limits, Landlock), then runs each test case in a forked child that also gets
 a seccomp filter (no new processes, no changes to file modes, owners, times or extended

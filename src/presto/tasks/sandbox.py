@@ -239,7 +239,11 @@ def run_sandboxed(job: dict[str, Any], limits: SandboxLimits) -> RunResult:
         # a file, not a stdin pipe: a large job (LiveCodeBench's tests) can never block the parent
         with open(os.path.join(workdir, JOB_FILE), "w", encoding="utf-8") as fh:
             json.dump(payload, fh)
-        cmd = [*namespace_prefix(), sys.executable, "-I", "-B", str(_JUDGE)]
+        # Isolated like -I (no user site, no script directory on sys.path), but without -E:
+        # the environment is _clean_env's alone, and its PYTHONHASHSEED must reach the
+        # interpreter the programs are forked from, or string hashes (a set's print order)
+        # would change from run to run and a program's grade with them
+        cmd = [*namespace_prefix(), sys.executable, "-s", "-P", "-B", str(_JUDGE)]
         try:
             proc = subprocess.Popen(
                 cmd,
