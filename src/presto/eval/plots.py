@@ -142,6 +142,15 @@ def tree_layout(nodes: Sequence[Mapping[str, Any]]) -> dict[int, tuple[float, fl
     return positions
 
 
+def realized_count(tree: Mapping[str, Any]) -> int:
+    """The MH transitions the round advanced: its ``realized`` field, or for an older record
+    without it (or with ``null``), the number of decided nodes its walk reached."""
+    realized = tree.get("realized")
+    if realized is None:
+        realized = sum(1 for n in tree.get("nodes") or [] if n.get("reached") and n.get("decided"))
+    return int(realized)
+
+
 def realized_path(tree: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[int]]:
     """The round's nodes, plus its walk's endpoint where it was not logged, and the walk's node ids.
 
@@ -157,9 +166,7 @@ def realized_path(tree: Mapping[str, Any]) -> tuple[list[dict[str, Any]], list[i
     reached = sorted((n for n in nodes if n.get("reached")), key=lambda n: n["depth"])
     if not reached:
         return nodes, []
-    realized = tree.get("realized")
-    if realized is None:  # a record without the count: every decided node on the path is a transition
-        realized = sum(1 for n in reached if n.get("decided"))
+    realized = realized_count(tree)
     path = [n for n in reached if n["depth"] <= realized]
     last = path[-1]
     taken = last.get("accepted")
@@ -215,7 +222,7 @@ def draw_subtree(ax, tree: Mapping[str, Any], epsilon: float = EPSILON, *, show_
             ax.scatter([x], [y], s=70, zorder=3, facecolor=color if served else "white", edgecolor=color, linewidth=1.5)
             if node_id in endpoints:
                 ax.scatter([x], [y], s=190, zorder=2, facecolor="none", edgecolor=SAMPLED, linewidth=1.5)
-    start, realized = int(tree.get("transition", 0)), int(tree.get("realized", 0))
+    start, realized = int(tree.get("transition", 0)), realized_count(tree)
     stage = tree.get("stage")
     if show_block is None:
         show_block = bool(stage)
