@@ -23,8 +23,6 @@ if importlib.util.find_spec("vllm") is None:
 from presto.engines.base import SuffixRequest
 from presto.models import resolve_model_dir
 
-pytestmark = pytest.mark.slow
-
 STATISTICS = ("tokens", "logp0", "logq", "logq_extra", "entropy")
 
 
@@ -57,6 +55,7 @@ def half_precision_on_amx(engine) -> bool:
     return engine.dtype in HALF_DTYPES and cpu_has_amx()
 
 
+@pytest.mark.slow  # starts a vLLM engine per dtype; the tests below it need none
 def test_statistics_are_bit_identical_alone_and_in_any_batch(engine, request):
     if half_precision_on_amx(engine):
         # What the engine's warning says; strict: should a vLLM release make it invariant, this

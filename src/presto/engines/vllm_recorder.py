@@ -30,6 +30,7 @@ call, and each step's ``apply`` runs after the scheduler allocated that step's b
 
 from __future__ import annotations
 
+import math
 import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -86,8 +87,13 @@ class LogZRecorder(LogitsProcessor):
         extra = params.extra_args or {}
         if KEY in extra and not isinstance(extra[KEY], str):
             raise ValueError(f"extra_args[{KEY!r}] must be a str")
-        if any(not float(t) > 0 for t in extra.get(TEMPERATURES, ())):
-            raise ValueError(f"extra_args[{TEMPERATURES!r}] must hold temperatures > 0")
+        temperatures = extra.get(TEMPERATURES, ())
+        if not isinstance(temperatures, (list, tuple)):
+            raise ValueError(f"extra_args[{TEMPERATURES!r}] must be a list of temperatures > 0")
+        # 1/t must be finite too: the recorder raises z to the power round(1/t) (t = inf or a
+        # subnormal t would overflow it, or silently unmask the -inf logits).
+        if any(not (0 < float(t) < math.inf and math.isfinite(1.0 / float(t))) for t in temperatures):
+            raise ValueError(f"extra_args[{TEMPERATURES!r}] must hold finite temperatures > 0")
 
     def is_argmax_invariant(self) -> bool:
         return False  # run before temperature scaling: this processor must see raw logits
