@@ -113,6 +113,21 @@ def validation_losses(monkeypatch) -> list[float]:
     return losses
 
 
+@pytest.fixture
+def saved_figures(monkeypatch) -> dict:
+    """The figures presto.eval.plots would save, by file name, kept in memory instead of written."""
+    from presto.eval import plots
+
+    figures: dict = {}
+
+    def save(fig, path):
+        figures[path.name] = fig
+        return path
+
+    monkeypatch.setattr(plots, "_save", save)
+    return figures
+
+
 def run_cli(*args: str, timeout: float = 300, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
     """Run `python src/main.py ARGS` from an unrelated working directory."""
     full_env = {**os.environ, "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1", **(env or {})}

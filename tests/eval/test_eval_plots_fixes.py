@@ -43,18 +43,6 @@ def runs(tmp_path_factory):
     return root
 
 
-def capture(monkeypatch) -> dict:
-    """Record the figures make_plots would save, by file name, instead of writing them."""
-    figures: dict = {}
-
-    def save(fig, path):
-        figures[path.name] = fig
-        return path
-
-    monkeypatch.setattr(plots, "_save", save)
-    return figures
-
-
 def plots_script(*args: str) -> subprocess.CompletedProcess:
     path = PROJECT_ROOT / "scripts" / "plots.py"
     return subprocess.run([sys.executable, str(path), *args], capture_output=True, text=True, timeout=300, cwd="/")
@@ -117,12 +105,11 @@ def test_depth_capped_walk_ends_below_its_last_decision():
     assert drawn_path({"realized": 1, "nodes": deferred})[0] == ["accept"]
 
 
-def test_every_panel_of_a_multi_block_chain_names_its_block(runs, monkeypatch, tmp_path):
-    figures = capture(monkeypatch)
+def test_every_panel_of_a_multi_block_chain_names_its_block(runs, tmp_path, saved_figures):
     multi, single = load_run(runs / "b_bfs6"), load_run(runs / "e_one_block")
     make_plots([multi, single], tmp_path, max_tree_panels=50)
     for i, run in enumerate((multi, single)):
-        fig = figures[f"subtrees_{i:02d}_{plots.slug(run.label)}.png"]
+        fig = saved_figures[f"subtrees_{i:02d}_{plots.slug(run.label)}.png"]
         titles = [ax.get_title() for ax in fig.axes if ax.get_title()]
         rounds = run.trees_by_chain[sorted(run.trees_by_chain)[0]]
         assert len(titles) == len(rounds)
@@ -132,11 +119,10 @@ def test_every_panel_of_a_multi_block_chain_names_its_block(runs, monkeypatch, t
     assert {t["stage"] for t in multi.trees_by_chain[sorted(multi.trees_by_chain)[0]]} == {0, 1}
 
 
-def test_a_truncated_chain_says_how_many_rounds_it_shows(runs, monkeypatch, tmp_path):
-    figures = capture(monkeypatch)
+def test_a_truncated_chain_says_how_many_rounds_it_shows(runs, tmp_path, saved_figures):
     run = load_run(runs / "b_bfs6")
     make_plots([run], tmp_path, max_tree_panels=2)
-    fig = next(f for name, f in figures.items() if name.startswith("subtrees_"))
+    fig = next(f for name, f in saved_figures.items() if name.startswith("subtrees_"))
     total = len(run.trees_by_chain[sorted(run.trees_by_chain)[0]])
     assert total > 2 and f"(first 2 of {total} rounds)" in fig._suptitle.get_text()
 
@@ -167,18 +153,17 @@ def test_out_dir_keeps_only_this_invocations_figures(runs, tmp_path):
     assert not (out / plots.MANIFEST).exists()  # nothing written, nothing left to track
 
 
-def test_legend_tells_apart_runs_that_share_a_label(runs, monkeypatch, tmp_path):
-    figures = capture(monkeypatch)
+def test_legend_tells_apart_runs_that_share_a_label(runs, tmp_path, saved_figures):
     loaded = [load_run(runs / n) for n in ("a_seq", "b_bfs6", "c_bfs2", "d_bfs6_alpha4")]
     assert loaded[1].label == loaded[3].label  # same sampler, traversal and budget; alpha differs
     make_plots(loaded, tmp_path)
     for name in ("transition_traces.png", "epsilon_certainty.png"):
-        ax = figures[name].axes[0]
+        ax = saved_figures[name].axes[0]
         labels = [text.get_text() for text in ax.get_legend().get_texts()]
         assert len(labels) == len(set(labels)), (name, labels)
         assert any("alpha=4" in label for label in labels) and any("alpha=2" in label for label in labels)
     assert plots.run_labels(loaded[:3]) == [run.label for run in loaded[:3]]  # unique labels stay short
-    fig = figures["epsilon_certainty.png"]
+    fig = saved_figures["epsilon_certainty.png"]
     canvas = FigureCanvasAgg(fig)
     canvas.draw()  # lay it out
     renderer = canvas.get_renderer()
@@ -187,10 +172,9 @@ def test_legend_tells_apart_runs_that_share_a_label(runs, monkeypatch, tmp_path)
     assert all(t.get_window_extent(renderer).x0 > histogram_edge for t in right.get_yticklabels())  # no overlap
 
 
-def test_traces_shade_presto_runs_by_budget_not_by_directory_order(runs, monkeypatch, tmp_path):
-    figures = capture(monkeypatch)
+def test_traces_shade_presto_runs_by_budget_not_by_directory_order(runs, tmp_path, saved_figures):
     make_plots([load_run(runs / n) for n in ("a_seq", "b_bfs6", "c_bfs2")], tmp_path)  # N_pf 6 listed before 2
-    lines = {line.get_label(): line for line in figures["transition_traces.png"].axes[0].lines}
+    lines = {line.get_label(): line for line in saved_figures["transition_traces.png"].axes[0].lines}
     brightness = {label: sum(to_rgb(line.get_color())) for label, line in lines.items()}
     assert brightness["powermh/bfs@6"] < brightness["powermh/bfs@2"]  # larger budget, darker blue (Figure 13)
 
@@ -276,13 +260,12 @@ def test_a_chain_recorded_twice_is_traced_once(runs):
         np.testing.assert_array_equal(a, b)
 
 
-def test_legends_tell_apart_only_the_runs_a_figure_draws(runs, monkeypatch, tmp_path):
+def test_legends_tell_apart_only_the_runs_a_figure_draws(runs, tmp_path, saved_figures):
     """A run without rounds (K = 0) draws no curve: its steps must not enter the others' labels."""
-    figures = capture(monkeypatch)
     loaded = [load_run(runs / n) for n in ("b_bfs6", "e_one_block", "f_no_rounds")]
     make_plots(loaded, tmp_path)
     for name in ("transition_traces.png", "epsilon_certainty.png"):
-        labels = [text.get_text() for text in figures[name].axes[0].get_legend().get_texts()]
+        labels = [text.get_text() for text in saved_figures[name].axes[0].get_legend().get_texts()]
         assert len(labels) == 2 and all("block_size" in label for label in labels), (name, labels)
         assert not any("steps" in label for label in labels), (name, labels)
 

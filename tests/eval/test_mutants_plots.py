@@ -77,18 +77,6 @@ def chain(prompt="p0", index=0, calls=6, seconds=21.0, times=None, transitions=4
     return record
 
 
-def capture(monkeypatch) -> dict:
-    """The figures the module would save, by file name, instead of writing them."""
-    figures: dict = {}
-
-    def save(fig, path):
-        figures[path.name] = fig
-        return path
-
-    monkeypatch.setattr(plots, "_save", save)
-    return figures
-
-
 def same_color(a, b) -> bool:
     return np.allclose(to_rgba(a), to_rgba(b))
 
@@ -234,14 +222,13 @@ def test_a_panel_names_its_block_only_after_the_first_unless_asked():
 # --- S: the subtree figure's title ---------------------------------------------------------------
 
 
-def test_a_chain_that_fits_the_panels_is_not_called_truncated(monkeypatch, tmp_path):
+def test_a_chain_that_fits_the_panels_is_not_called_truncated(tmp_path, saved_figures):
     """S1 (`total > max_panels` -> `>=`): as many rounds as panels is the whole chain."""
-    figures = capture(monkeypatch)
     trees = [subtree_tree(), subtree_tree()]
     plots.plot_subtrees(trees, tmp_path / "whole.png", max_panels=2, title="run")
-    assert figures["whole.png"]._suptitle.get_text() == "run"
+    assert saved_figures["whole.png"]._suptitle.get_text() == "run"
     plots.plot_subtrees(trees, tmp_path / "cut.png", max_panels=1, title="run")
-    assert figures["cut.png"]._suptitle.get_text() == "run (first 1 of 2 rounds)"
+    assert saved_figures["cut.png"]._suptitle.get_text() == "run (first 1 of 2 rounds)"
 
 
 # --- T: per-transition traces ---------------------------------------------------------------------
@@ -285,11 +272,10 @@ def presto_run(path: Path, n_pf: int, **summary) -> RunData:
     return run(path, "bfs", records, trees, n_pf=n_pf, **summary)
 
 
-def test_traces_list_sequential_runs_first_keep_their_dashes_apart_and_shade_one_sd(monkeypatch, tmp_path):
+def test_traces_list_sequential_runs_first_keep_their_dashes_apart_and_shade_one_sd(tmp_path, saved_figures):
     """T7 (legend PreSTO first), T10 (every sequential sampler dashed alike), T8 (the band's upper
     edge at the mean, not mean + SD): sequential runs first, then PreSTO by budget; two sequential
     samplers in two line styles; each band spans mean - SD to mean + SD."""
-    figures = capture(monkeypatch)
     runs = [
         presto_run(tmp_path / "bfs8", 8),
         run(tmp_path / "seq", chains=[chain(times=TIMES_A), chain(index=1, times=TIMES_B)]),
@@ -297,7 +283,7 @@ def test_traces_list_sequential_runs_first_keep_their_dashes_apart_and_shade_one
         run(tmp_path / "seq_mt", chains=[chain(times=TIMES_A)], sampler="multitry"),
     ]
     plots.plot_transition_traces(runs, tmp_path / "traces.png")
-    ax = figures["traces.png"].axes[0]
+    ax = saved_figures["traces.png"].axes[0]
     labels = [t.get_text() for t in ax.get_legend().get_texts()]
     assert labels == ["powermh/sequential", "multitry/sequential", "powermh/bfs@2", "powermh/bfs@8"]
     styles = {line.get_label(): line.get_linestyle() for line in ax.lines}
@@ -341,9 +327,8 @@ def test_the_notice_names_the_nearest_sequential_run_and_says_none_when_a_side_i
     assert no_scatter_reason([seq, unpaired, one_key]).startswith("no PreSTO run pairs chains")
 
 
-def test_scatter_groups_points_by_sampler_with_their_median_speedup(monkeypatch, tmp_path):
+def test_scatter_groups_points_by_sampler_with_their_median_speedup(tmp_path, saved_figures):
     """V7 (mean for median in the legend), V8 (a sampler's mask inverted: another sampler's points)."""
-    figures = capture(monkeypatch)
 
     def point(sampler, reduction, increase):
         return {"sampler": sampler, "call_reduction": reduction, "time_per_call_increase": increase}
@@ -353,7 +338,7 @@ def test_scatter_groups_points_by_sampler_with_their_median_speedup(monkeypatch,
     for p in points:
         p["speedup"] = p["call_reduction"] / p["time_per_call_increase"]  # 1, 2, 6 and 2
     plots.plot_speedup_scatter(points, tmp_path / "scatter.png")
-    ax = figures["scatter.png"].axes[0]
+    ax = saved_figures["scatter.png"].axes[0]
     offsets = {c.get_label(): c.get_offsets().tolist() for c in ax.collections}
     assert offsets == {
         "multitry (median 2.00×)": [[3.0, 1.5]],
@@ -370,16 +355,15 @@ def decisions_run(path: Path, accepts, **summary) -> RunData:
     return run(path, "bfs", [], [tree], **summary)
 
 
-def test_certainty_bars_stack_each_runs_shares_beside_its_label(monkeypatch, tmp_path):
+def test_certainty_bars_stack_each_runs_shares_beside_its_label(tmp_path, saved_figures):
     """E3 (the figure's epsilon not passed to the shares), E4 (bars not stacked), E6 (tick labels
     out of the bars' order), E5 (no bins of their own for the certain bands): at eps = 0.26,
     run "a" has shares 1/2, 1/4, 1/4 and run "b" 1/4, 1/4, 1/2; the histogram's bin edges include
     eps and 1 - eps (which 20 equal bins over [0, 1] would not)."""
-    figures = capture(monkeypatch)
     a = decisions_run(tmp_path / "a", [0.0, 0.2, 0.5, 1.0])
     b = decisions_run(tmp_path / "b", [0.25, 0.5, 0.8, 1.0], alpha=2.0)
     plots.plot_epsilon_histogram([a, b], tmp_path / "eps.png", epsilon=0.26, labels=["a", "b"])
-    left, right = figures["eps.png"].axes[:2]
+    left, right = saved_figures["eps.png"].axes[:2]
     ticks = [t.get_text() for t in right.get_yticklabels()]
     assert ticks == ["a", "b"]
     bars = {}
@@ -454,14 +438,13 @@ def test_a_listed_symlink_is_not_removed(tmp_path):
     assert (out / "link.png").is_symlink() and target.exists()
 
 
-def test_a_run_without_block_sizes_labels_every_panel_when_its_first_chain_has_later_blocks(monkeypatch, tmp_path):
+def test_a_run_without_block_sizes_labels_every_panel_when_its_first_chain_has_later_blocks(tmp_path, saved_figures):
     """N11 (``later_blocks`` not passed: the first chain's later blocks unseen when the summary
     lacks the block count): every panel then names its block, block 0 included."""
-    figures = capture(monkeypatch)
     trees = [{**subtree_tree(stage=s), "prompt_id": "p0", "chain": 0, "round": s} for s in (0, 1)]
     unsized = run(tmp_path / "r", "bfs", [], trees, max_new_tokens=None, block_size=None)
     assert unsized.blocks is None
     written = plots.make_plots([unsized], tmp_path / "out")
     assert "subtrees_00_powermh_bfs_4.png" in {p.name for p in written}
-    titles = [ax.get_title() for ax in figures["subtrees_00_powermh_bfs_4.png"].axes if ax.get_title()]
+    titles = [ax.get_title() for ax in saved_figures["subtrees_00_powermh_bfs_4.png"].axes if ax.get_title()]
     assert titles == ["block 0: MH 3→5", "block 1: MH 3→5"]
