@@ -285,24 +285,30 @@ def test_reading_jsonl_line_by_line_keeps_its_rules(tmp_path, capsys):
 # 4. Fixes from the fifteenth session's second read.
 
 
-def test_amending_a_record_leaves_a_second_record_of_the_same_chain_alone(tmp_path):
-    """A chain recorded twice (a resume by an older version): regrading its failed record must not
-    overwrite the other, graded one (the changes were keyed by chain, and applied to both)."""
+def test_a_chain_recorded_twice_keeps_its_first_record_and_amending_changes_only_that(tmp_path, capsys):
+    """A chain recorded twice (a resume by an older version, a hand merge): a resume keeps the first
+    record, drops the second with a warning naming its line (counted, it made the summary's totals
+    wrong), and amending the kept record by position changes it alone."""
     from presto.runner.outputs import DELETE, RunWriter, dumps, read_jsonl
 
     run_dir = tmp_path / "run"
     run_dir.mkdir()
     failed = {"prompt_id": "p", "chain": 0, "correct": None, "grade_error": "boom", "text": "a"}
     graded = {"prompt_id": "p", "chain": 0, "correct": True, "extracted": "X", "text": "b"}
-    (run_dir / "chains.jsonl").write_text(dumps(failed) + "\n" + dumps(graded) + "\n")
+    other = {"prompt_id": "p", "chain": 1, "correct": True, "text": "c"}
+    (run_dir / "chains.jsonl").write_text(dumps(failed) + "\n" + dumps(graded) + "\n" + dumps(other) + "\n")
     writer = RunWriter(run_dir, resume=True)
     try:
+        assert writer.finished() == {("p", 0), ("p", 1)} and len(writer.previous) == 2
         writer.amend_chains({0: {"correct": False, "extracted": None, "grade_error": DELETE}})
     finally:
         writer.close()
+    err = capsys.readouterr().err
+    assert "line 2 is a second record of chain 0 of p (the first is kept); moved to chains.dropped.jsonl" in err
+    assert read_jsonl(run_dir / "chains.dropped.jsonl") == [graded]  # kept aside, not lost
     assert read_jsonl(run_dir / "chains.jsonl") == [
         {"prompt_id": "p", "chain": 0, "correct": False, "text": "a", "extracted": None},
-        graded,
+        other,
     ]
 
 

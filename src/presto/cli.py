@@ -8,6 +8,7 @@ directory that Hydra created for a run that never started is removed again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import signal
 import sys
@@ -187,6 +188,9 @@ def check_output_dirs(argv: list[str]) -> None:
             given.add(key)
             if Path(value).expanduser().is_file():
                 fail(f"{key}={value} is a file; give a directory")
+            blocking = _file_above(Path(value).expanduser())
+            if blocking is not None and "${" not in value:
+                fail(f"{key}={value} cannot be made: {blocking} is a file; give a directory")
     mode = _mode(argv)
     if mode == "multirun" and given == {"hydra.run.dir"}:
         fail(
@@ -198,6 +202,31 @@ def check_output_dirs(argv: list[str]) -> None:
             "hydra.sweep.dir is used only with -m (the jobs of a sweep): a single run writes to "
             "hydra.run.dir; pass hydra.run.dir=DIR instead (or add -m for a sweep)"
         )
+
+
+def _file_above(path: Path) -> Path | None:
+    """The nearest existing ancestor of ``path`` where that is not a directory (no directory can be made under it)."""
+    for parent in path.absolute().parents:
+        if parent.exists():
+            return None if parent.is_dir() else parent
+    return None
+
+
+# OSError numbers that are the run directory's state (permissions, a full or read-only disk), not a
+# defect: one error line for them, a traceback for any other OSError.
+_DISK_ERRNOS = frozenset(
+    {errno.EACCES, errno.EPERM, errno.EROFS, errno.ENOSPC, errno.EDQUOT, errno.ENOTDIR, errno.EISDIR}
+)
+
+
+def _is_user_error(err: BaseException, errors: tuple[type[BaseException], ...]) -> bool:
+    return isinstance(err, errors) or (isinstance(err, OSError) and err.errno in _DISK_ERRNOS)
+
+
+def _user_message(err: BaseException) -> str:
+    if isinstance(err, OSError) and err.errno in _DISK_ERRNOS and err.strerror:
+        return f"{err.strerror}: {err.filename}" if err.filename else err.strerror
+    return str(err).splitlines()[0] if str(err) else type(err).__name__
 
 
 def check_overrides(conf_dir: Path, argv: list[str], config_name: str = "config") -> None:
@@ -254,6 +283,14 @@ def check_overrides(conf_dir: Path, argv: list[str], config_name: str = "config"
                 build_traversal(settings)
             except user_errors() as err:
                 fail(f"{where}{str(err).splitlines()[0]}; no job was started")
+            if OmegaConf.select(cfg, "logger.name") == "wandb" and os.environ.get("WANDB_RUN_ID"):
+                # W&B takes that id over a run's own: every job would log into one W&B run, each
+                # replacing the last one's config and summary, its rows from step 0 dropped on sync.
+                fail(
+                    f"WANDB_RUN_ID={os.environ['WANDB_RUN_ID']} is set, so every job of this -m sweep "
+                    "would log into that one W&B run: unset it (each job then gets its own W&B run), or drop -m; "
+                    "no job was started"
+                )
 
 
 def check_launcher(argv: list[str]) -> None:
@@ -757,9 +794,13 @@ def _execute(cfg: DictConfig, run_dir: Path) -> float | None:
         from presto.runner.run import run
 
         summary = run(cfg, run_dir)
-    except errors as err:
+    except Exception as err:
+        if not _is_user_error(err, errors):
+            if _sweep_job() is not None:  # Hydra keeps it and runs the next jobs: see release_job_state
+                release_job_state(err)
+            raise
         _remove_if_empty(run_dir)
-        message = str(err).splitlines()[0] if str(err) else type(err).__name__
+        message = _user_message(err)
         job = _sweep_job()
         if job is None:
             fail(message)
@@ -783,9 +824,5 @@ def _execute(cfg: DictConfig, run_dir: Path) -> float | None:
         from presto.runner.logging import exit_status
 
         sys.exit(exit_status(interrupt))  # 143 or 130: what the run's logger was told
-    except Exception as err:
-        if _sweep_job() is not None:  # Hydra keeps it and runs the next jobs: see release_job_state
-            release_job_state(err)
-        raise
     print_summary(summary, run_dir)
     return summary.get("call_time_s")

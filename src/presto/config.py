@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -130,6 +131,41 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
             flat.update(flatten(value, f"{prefix}.{key}" if prefix else str(key)))
         return flat
     return {prefix: tuple(node) if isinstance(node, list) else node}
+
+
+# Keys that name files or folders. A run makes them absolute (against the directory the command
+# started in) before anything reads them, so config.yaml names the files the run used: a resume
+# started from another directory reads the same files, or is refused for naming others, instead
+# of sampling the rest of the run from whatever a relative path finds there.
+PATH_KEYS = ("engine.table", "dataset.path", "model.path", "model.cache_dir", "traversal.predictor")
+
+
+def absolute_path(key: str, value: Any) -> Any:
+    """``value`` of ``key`` as an absolute path where ``key`` is one of PATH_KEYS and ``value`` a path.
+
+    Unchanged: null or empty values, names that are not paths (the embedded model, model=toy's
+    ``none``, traversal.predictor's ``default``/``null``), and a model.path that names nothing here
+    (a hub id, refused later in its own words).
+    """
+    if key not in PATH_KEYS or not isinstance(value, str) or not value.strip():
+        return value
+    if key == "traversal.predictor" and value.strip().lower() in ("default", "null", "none"):
+        return value
+    from presto.models.assets import DEFAULT_MODEL
+
+    path = os.path.expanduser(value)
+    if key == "model.path" and (value in ("none", DEFAULT_MODEL) or not os.path.exists(path)):
+        return value
+    return os.path.abspath(path)  # not resolve(): keep the user's symlinks as given
+
+
+def make_paths_absolute(cfg: DictConfig) -> None:
+    """Rewrite ``cfg``'s PATH_KEYS in place as :func:`absolute_path` gives them."""
+    for key in PATH_KEYS:
+        value = OmegaConf.select(cfg, key, default=None)
+        absolute = absolute_path(key, value)
+        if absolute != value:
+            OmegaConf.update(cfg, key, absolute, merge=False)
 
 
 def describe_differences(a: dict[str, Any], b: dict[str, Any], joiner: str, ignore=lambda key: False) -> list[str]:

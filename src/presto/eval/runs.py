@@ -330,9 +330,14 @@ class RunData:
 
     @property
     def complete(self) -> bool | None:
-        """Whether every configured chain finished: summary.json's ``complete``, else
-        chains held vs ``expected_chains``; None when neither is known."""
+        """Whether every configured chain finished: summary.json's ``complete`` (False where
+        chains.jsonl holds more chains than the summary counts: a later session added them and
+        wrote no summary), else chains held vs ``expected_chains``; None when neither is known."""
         complete = self.summary.get("complete")
+        counted = self.summary.get("chains")
+        if complete is True and _count(counted) and self.chains_held > counted:
+            # A later session (a resume that extended the run) added chains and wrote no summary: killed, or going.
+            return False
         if isinstance(complete, bool):
             return complete
         expected = self.expected_chains
@@ -343,7 +348,7 @@ class RunData:
         if self.complete is not False:
             return None
         expected = self.expected_chains
-        of = f" of {expected}" if expected is not None else ""
+        of = f" of {expected}" if expected is not None and expected > self.chains_held else ""
         return (
             f"{self.path} is incomplete: it holds {self.chains_held}{of} chains "
             "(interrupted? resume it with run.resume=true), so its figures cover only those"

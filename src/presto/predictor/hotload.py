@@ -272,9 +272,13 @@ class HotPredictor:
             return None
 
     def _keep(self, reason: str) -> Predictor:
-        warnings.warn(
-            f"{reason}; keeping the previous predictor ({self._predictor.fingerprint})", RuntimeWarning, stacklevel=3
-        )
+        with warnings.catch_warnings():  # each failed replacement: the default filter shows a message once a process
+            warnings.simplefilter("always", RuntimeWarning)
+            warnings.warn(
+                f"{reason}; keeping the previous predictor ({self._predictor.fingerprint})",
+                RuntimeWarning,
+                stacklevel=3,
+            )
         return self._predictor
 
     def current(self) -> Predictor:

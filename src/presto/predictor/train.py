@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -681,7 +682,9 @@ def run_training(cfg, out_dir: Path | None = None) -> dict[str, Any]:
             raise ValueError(f"seed must be in [0, {top}] (fold k trains with seed + k), got {cfg.seed}")
     except (TypeError, ValueError) as err:
         raise ConfigError(str(err)) from None
-    checkpoint = Path(str(cfg.output)).expanduser().resolve() if cfg.output else None
+    # Absolute, not resolve(): an output that is a symlink (current.ckpt -> v1.ckpt) is replaced by the
+    # new file, its metrics beside it, and the version it pointed at is kept.
+    checkpoint = Path(os.path.abspath(Path(str(cfg.output)).expanduser())) if cfg.output else None
     if checkpoint is not None:
         check_output(checkpoint)
         _check_replaceable(checkpoint)  # one output for every job of -m: refused before Hydra (sweep_output_error)

@@ -57,6 +57,7 @@ deferred node anyway (the next call resumes there with the same random inputs).
 from __future__ import annotations
 
 import math
+import os
 import sys
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
@@ -255,7 +256,9 @@ def resolve_predictor_path(value: Any, sampler: str | None, option: str = "trave
                 f"{option}=default names the shipped predictor of the run's sampler "
                 f"({', '.join(SHIPPED_SAMPLERS)}), but {which}: name a checkpoint PATH, or null (h = 1/2)"
             ) from None
-    return Path(str(value)).expanduser().resolve()
+    # Absolute, not resolve(): a symlink (current.ckpt -> v1.ckpt) is watched as the link, so
+    # repointing it during the run is a replacement like any other.
+    return Path(os.path.abspath(Path(str(value)).expanduser()))
 
 
 class PredictiveTraversal(Traversal):

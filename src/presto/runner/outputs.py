@@ -77,6 +77,12 @@ def read_jsonl(path: Path) -> list[dict[str, Any]]:
 def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
     """:func:`read_jsonl`'s records one at a time, read line by line: trees.jsonl grows by tens of
     KB a round, and a long run's would not fit in memory as parsed records (several times its size)."""
+    for _, record in numbered_jsonl(path):
+        yield record
+
+
+def numbered_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
+    """:func:`iter_jsonl`'s records with their line numbers (1-based)."""
     if not path.exists():
         return
     bad: int | None = None  # a line that is not JSON: warned about once a line follows it (else torn)
@@ -86,7 +92,7 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
                 print(f"warning: {path}: line {bad} is not JSON; skipped", file=sys.stderr)
                 bad = None
             try:
-                yield json.loads(line)
+                yield number, json.loads(line)
             except json.JSONDecodeError:
                 if line.strip():
                     bad = number
@@ -182,6 +188,22 @@ def _chain_key(record: dict[str, Any]) -> tuple[str, int]:
     return str(record.get("prompt_id")), int(record.get("chain", -1))
 
 
+def chain_key_problem(record: Any) -> str | None:
+    """Why a parsed chains.jsonl line names no chain (a str prompt_id, an int chain index), or None."""
+    if not isinstance(record, dict):
+        return f"not a chain record (a JSON {type(record).__name__})"
+    if not isinstance(record.get("prompt_id"), str):
+        return "not a chain record (no prompt_id)"
+    chain = record.get("chain")
+    if not isinstance(chain, int) or isinstance(chain, bool) or chain < 0:
+        return "not a chain record (no chain index)"
+    return None
+
+
+# Where a resume moves chains.jsonl lines it cannot count (see RunWriter._read_previous).
+DROPPED_CHAINS = "chains.dropped.jsonl"
+
+
 class RunWriter:
     """Owns the output files of one run directory."""
 
@@ -196,11 +218,18 @@ class RunWriter:
             )
 
     def __init__(
-        self, run_dir: Path, resume: bool, keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None
+        self,
+        run_dir: Path,
+        resume: bool,
+        keep: Callable[[dict[str, Any]], dict[str, Any]] | None = None,
+        check: Callable[[Any], str | None] = chain_key_problem,
     ) -> None:
         """``keep``: what the run needs of each chain an earlier session finished (``previous``);
         the records whole without it. A paper-scale record is over 100 KB parsed (its tokens,
-        text and per-transition lists), so a resumed run of thousands of chains keeps less."""
+        text and per-transition lists), so a resumed run of thousands of chains keeps less.
+        ``check``: why a parsed line is no record the run can take, or None (by default, one
+        that names its chain)."""
+        self._check = check
         self.run_dir = run_dir
         self.chains_path = run_dir / "chains.jsonl"
         self.trees_path = run_dir / "trees.jsonl"
@@ -210,12 +239,12 @@ class RunWriter:
         self._lock = _exclusive_lock(run_dir)
         # The chains an earlier session finished (as ``keep`` reduces them), until the run takes them.
         self.previous: list[dict[str, Any]] = []
+        self._finished: set[tuple[str, int]] = set()  # filled as the earlier records are read
         if resume:
             # Rewritten a record at a time, dropping a torn last line so appends start on a clean
             # line; then the rounds of chains that did not finish: they run again from their
             # start and log those rounds anew.
             write_lines_atomic(self.chains_path, self._read_previous(keep))
-        self._finished = {_chain_key(r) for r in self.previous}
         if resume:
             finished = self.finished()
             trees = (dumps(t) + "\n" for t in iter_jsonl(self.trees_path) if _chain_key(t) in finished)
@@ -225,10 +254,33 @@ class RunWriter:
         self._trees: TextIO = self.trees_path.open("a" if resume else "w")
 
     def _read_previous(self, keep: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Iterator[str]:
-        """chains.jsonl's lines, rewritten, as its records are read into ``previous``."""
-        for record in iter_jsonl(self.chains_path):
-            self.previous.append(record if keep is None else keep(record))
-            yield dumps(record) + "\n"
+        """chains.jsonl's lines, rewritten, as its records are read into ``previous``.
+
+        A line that is JSON but no chain record (the file edited by hand), and a chain's second
+        record (a hand merge, or an older version's resume), would make the summary's totals wrong:
+        each is moved to chains.dropped.jsonl with a warning naming its line (lines that are not
+        JSON are skipped, as :func:`iter_jsonl` says).
+        """
+        dropped: TextIO | None = None
+        try:
+            for number, record in numbered_jsonl(self.chains_path):
+                problem = chain_key_problem(record) or self._check(record)
+                if problem is None and _chain_key(record) in self._finished:
+                    problem = f"a second record of chain {record['chain']} of {record['prompt_id']} (the first is kept)"
+                if problem is not None:
+                    dropped = dropped or (self.run_dir / DROPPED_CHAINS).open("a")
+                    dropped.write(json.dumps(record) + "\n")
+                    print(
+                        f"warning: {self.chains_path}: line {number} is {problem}; moved to {DROPPED_CHAINS}",
+                        file=sys.stderr,
+                    )
+                    continue
+                self._finished.add(_chain_key(record))
+                self.previous.append(record if keep is None else keep(record))
+                yield dumps(record) + "\n"
+        finally:
+            if dropped is not None:
+                dropped.close()
 
     def finished(self) -> set[tuple[str, int]]:
         """The (prompt_id, chain) of every chain in chains.jsonl, this session's appended ones too."""
@@ -283,6 +335,14 @@ class RunWriter:
         write_json_atomic(self.summary_path, summary)
 
     def close(self) -> None:
+        """Close every file, the lock last (closing it releases it), even when one cannot be
+        flushed (a full disk): the first error is raised once all are closed."""
+        error: OSError | None = None
         for handle in (self._chains, self._trees, self._lock):
             if handle is not None and not handle.closed:
-                handle.close()  # closing the lock file releases the lock
+                try:
+                    handle.close()
+                except OSError as err:
+                    error = error or err
+        if error is not None:
+            raise error

@@ -22,10 +22,19 @@ import numpy as np
 from omegaconf import DictConfig, OmegaConf
 
 from presto.baselines import BASELINES, Baseline
-from presto.config import ConfigError, RunSettings, SamplerSettings, describe_differences, flatten, validate
+from presto.config import (
+    ConfigError,
+    RunSettings,
+    SamplerSettings,
+    absolute_path,
+    describe_differences,
+    flatten,
+    make_paths_absolute,
+    validate,
+)
 from presto.engines import Engine, build_engine
 from presto.runner.logging import RunLogger, build_logger, exit_status
-from presto.runner.outputs import DELETE, RunWriter, iter_jsonl, signals_held, write_text_atomic
+from presto.runner.outputs import DELETE, RunWriter, chain_key_problem, iter_jsonl, signals_held, write_text_atomic
 from presto.samplers import build_kernel
 from presto.samplers.chain import BlockSchedule, BlockStepper, SequentialStepper, run_chain
 from presto.samplers.kernel import Kernel
@@ -94,6 +103,24 @@ SUMMARY_FIELDS = (
 )
 
 
+# Numbers every chain record holds that a resumed run reads (its summary's totals).
+CHAIN_RECORD_NUMBERS = ("transitions", "rounds", "model_calls", "call_time_s")
+
+
+def chain_record_problem(record: Any) -> str | None:
+    """Why ``record`` (a parsed chains.jsonl line) is no chain record a resumed run can count, or None."""
+    problem = chain_key_problem(record)
+    if problem is not None:
+        return problem
+    if not isinstance(record.get("accepts"), list) and "accepted" not in record:
+        return "not a chain record (no accepts)"
+    for key in CHAIN_RECORD_NUMBERS:
+        value = record.get(key)
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            return f"not a chain record (no {key})"
+    return None
+
+
 def summary_fields(record: dict[str, Any]) -> dict[str, Any]:
     """What :func:`summarize` reads of a chain record: a few numbers, its accepted moves counted.
 
@@ -108,10 +135,12 @@ def summary_fields(record: dict[str, Any]) -> dict[str, Any]:
 
 def resume_fields(record: dict[str, Any]) -> dict[str, Any]:
     """What a resumed run keeps of a chain an earlier session finished: :func:`summary_fields`,
-    the prompt's fingerprint (:func:`check_resumed_prompts`) and, where its grading failed, its
-    text (:func:`regrade_failed`); not the tokens or per-transition lists."""
+    the prompt's fingerprint (:func:`check_resumed_prompts`), its wall time and, where its grading
+    failed, its text (:func:`regrade_failed`); not the tokens or per-transition lists."""
     kept = summary_fields(record)
     kept["prompt_sha"] = record.get("prompt_sha")
+    if "wall_time_s" in record:  # counted where no summary holds it (a killed session's chains)
+        kept["wall_time_s"] = record["wall_time_s"]
     if record.get("grade_error"):
         kept["text"] = record.get("text")
     return kept
@@ -124,6 +153,7 @@ def summarize(
     wall_time_s: float,
     expected: Collection[tuple[str, int]] = (),
     previous: dict[str, Any] | None = None,
+    unsummarized_calls: int = 0,
 ):
     """summary.json: figures over every chain of the run, including those of earlier sessions.
 
@@ -132,6 +162,8 @@ def summarize(
     ``previous``: the summary an interrupted session wrote; the engine's counters cover
     only this process, so they are merged with the earlier ones (sums, maxima, rates).
     ``records``: chain records, whole or as :func:`summary_fields` keeps them.
+    ``unsummarized_calls``: model calls of finished chains that neither ``previous`` nor this
+    process counted (a killed session's), added to ``engine_calls``.
     """
     records = [summary_fields(r) for r in records]
     calls = sum(r["model_calls"] for r in records)
@@ -174,15 +206,19 @@ def summarize(
         values = [r[key] for r in records if r.get(key) is not None]
         if values:
             summary[f"{key}_mean"] = float(np.mean(values))
-    summary.update(merge_engine_metrics(previous or {}, engine.metrics(), engine.stats.calls))
+    summary.update(merge_engine_metrics(previous or {}, engine.metrics(), engine.stats.calls, unsummarized_calls))
     return summary
 
 
-def merge_engine_metrics(previous: dict[str, Any], current: dict[str, float], calls: int) -> dict[str, float]:
+def merge_engine_metrics(
+    previous: dict[str, Any], current: dict[str, float], calls: int, unsummarized_calls: int = 0
+) -> dict[str, float]:
     """This process's engine counters joined with an earlier session's (from its summary.json).
 
     Token counts add up, peaks take the maximum, and per-call figures and the hit rate are
     recomputed from the totals (the earlier session made ``previous["engine_calls"]`` calls).
+    ``unsummarized_calls``, the calls of a session that wrote no summary (killed), count in
+    ``engine_calls`` only: their token counts are unknown, so per-call figures leave them out.
     """
     earlier_calls = int(previous.get("engine_calls") or 0)
     merged = dict(current)
@@ -195,7 +231,7 @@ def merge_engine_metrics(previous: dict[str, Any], current: dict[str, float], ca
     looked_up = merged.get("prefix_cached_tokens", 0.0) + merged.get("prefix_missed_tokens", 0.0)
     if "prefix_cached_tokens" in merged and looked_up > 0:
         merged["prefix_cache_hit_rate"] = merged["prefix_cached_tokens"] / looked_up
-    merged["engine_calls"] = calls + earlier_calls
+    merged["engine_calls"] = calls + earlier_calls + unsummarized_calls
     return merged
 
 
@@ -278,6 +314,8 @@ def check_resumed_extent(
     prompts: set[Any] = set()
     outside = None  # what the directory holds beyond the run's prompts and chains
     for record in records:
+        if chain_key_problem(record) is not None:
+            continue  # names no chain: the writer drops it, with a warning
         prompt_id, chain = record.get("prompt_id"), int(record.get("chain", 0))
         prompts.add(prompt_id)
         if outside is None and chain >= settings.chains_per_prompt:
@@ -333,8 +371,8 @@ def grade_completion(task: Task, problem: Problem, chain: int, text: str) -> tup
 def regrade_failed(records: list[dict[str, Any]], task: Task, problems: Sequence[Problem]) -> dict[int, dict[str, Any]]:
     """Grade again the finished chains whose grading failed (``records`` as :func:`resume_fields`
     keeps them, in chains.jsonl's order, updated in place); returns the changes to the regraded
-    records by their position, for :meth:`RunWriter.amend_chains` (a chain recorded twice, by a
-    resumed run of an older version, has two records, which may differ)."""
+    records by their position, for :meth:`RunWriter.amend_chains` (by position, not by chain, though
+    the writer keeps one record per chain: a chain recorded twice is dropped on reading)."""
     by_id = {problem.problem_id: problem for problem in problems}
     changes: dict[int, dict[str, Any]] = {}
     for position, record in enumerate(records):
@@ -470,6 +508,50 @@ def engine_from_config(cfg: DictConfig) -> Engine:
     )
 
 
+def read_previous_summary(path: Path) -> dict[str, Any]:
+    """The summary.json an earlier session wrote, or {} (none, or damaged: it carries only that
+    session's wall time and engine counters, so a resume goes on without them, with a warning)."""
+    if not path.exists():
+        return {}
+    try:
+        summary = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        summary = err
+    if isinstance(summary, dict):
+        return summary
+    why = _first_line(summary) if isinstance(summary, BaseException) else "not a JSON object"
+    print(
+        f"warning: {path} cannot be read ({why}): the earlier sessions' wall time and engine counters "
+        "are left out of the new summary",
+        file=sys.stderr,
+    )
+    return {}
+
+
+def _first_line(err: BaseException) -> str:
+    return str(err).strip().splitlines()[0] if str(err).strip() else type(err).__name__
+
+
+def _count_or_zero(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def check_not_another_modes_directory(run_dir: Path, resume: bool) -> None:
+    """Refuse a run in a sweep's directory (it would start beside the jobs' directories, one more run
+    for a report to list), and a resume inside a single run's directory (a sweep's job N given the
+    run's directory as hydra.sweep.dir: a fresh run, not the one meant to continue)."""
+    if (run_dir / "multirun.yaml").is_file():
+        raise ConfigError(
+            f"{run_dir} is the directory of a sweep (-m): resume the sweep with -m and hydra.sweep.dir={run_dir}, "
+            f"or one of its jobs with hydra.run.dir={run_dir}/N"
+        )
+    if resume and (run_dir.parent / "chains.jsonl").is_file() and not (run_dir / "chains.jsonl").exists():
+        raise ConfigError(
+            f"run.resume=true, but {run_dir.parent} is the directory of a single run: resume it without -m, "
+            f"with hydra.run.dir={run_dir.parent}"
+        )
+
+
 # What a resumed run may change: how it is shown and logged, and how many prompts and chains
 # it covers (chains are keyed by prompt and index, so more of them extend the same run).
 RESUMABLE_CHANGES = ("run.resume", "run.progress", "dataset.num_prompts", "run.chains_per_prompt")
@@ -480,7 +562,15 @@ def check_resume_config(cfg: DictConfig, run_dir: Path) -> None:
     saved_path = run_dir / "config.yaml"
     if not saved_path.is_file():
         return
-    saved = flatten(OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False))
+    try:
+        loaded = OmegaConf.to_container(OmegaConf.load(saved_path), resolve=False)
+    except Exception as err:  # YAML's and OmegaConf's errors: the file was damaged after the run wrote it
+        raise ConfigError(f"run.resume=true, but {saved_path} cannot be read ({_first_line(err)})") from None
+    if not isinstance(loaded, dict):
+        raise ConfigError(f"run.resume=true, but {saved_path} is not a run config (a YAML mapping)")
+    saved = flatten(loaded)
+    # Runs made before paths were stored absolute kept them as typed: read against this directory, as they were.
+    saved = {key: absolute_path(key, value) for key, value in saved.items()}
     current = flatten(OmegaConf.to_container(cfg, resolve=True))
     changed = describe_differences(
         saved, current, " -> ", ignore=lambda key: key in RESUMABLE_CHANGES or key.startswith("logger.")
@@ -500,6 +590,7 @@ def requeued_by_slurm(environ: dict[str, str] | None = None) -> bool:
 
 def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
     """Run every chain of ``cfg`` into ``run_dir``; returns the summary."""
+    make_paths_absolute(cfg)  # before config.yaml and the resume check see them
     settings = validate(cfg)
     kernel = build_sampler(settings.sampler)  # checks sampler-specific keys before anything is written
     traversal = build_traversal(settings)  # likewise the traversal's options, and loads its predictor
@@ -510,6 +601,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         print(f"notice: a requeued Slurm job: resuming {run_dir}", file=sys.stderr)
         settings = dataclasses.replace(settings, resume=True)
     RunWriter.check(run_dir, settings.resume)
+    check_not_another_modes_directory(run_dir, settings.resume)
     if settings.resume:
         check_resume_config(cfg, run_dir)
         check_resumed_extent(settings, iter_jsonl(run_dir / "chains.jsonl"), run_dir)  # by counts, before loading
@@ -525,7 +617,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         announce_predictor(traversal, settings.sampler)
         if settings.rescore and engine.rescore_limits:
             print(f"notice: run.rescore: {engine.rescore_limits}", file=sys.stderr)
-        writer = RunWriter(run_dir, settings.resume, keep=resume_fields)
+        writer = RunWriter(run_dir, settings.resume, keep=resume_fields, check=chain_record_problem)
         if settings.resume:  # before the logger: a refused resume must not resume (and end) its W&B run
             check_resumed_prompts(prompts, writer.previous)
             check_resumed_extent(settings, writer.previous, run_dir, {problem.problem_id for problem in problems})
@@ -534,9 +626,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
             OmegaConf.to_container(cfg, resolve=True),
             run_dir,
         )
-        previous_summary: dict[str, Any] = {}
-        if settings.resume and writer.summary_path.exists():
-            previous_summary = json.loads(writer.summary_path.read_text())
+        previous_summary = read_previous_summary(writer.summary_path) if settings.resume else {}
         previous_summary_time = float(previous_summary.get("wall_time_s") or 0.0)
         # Atomic: every resume rewrites it, and a kill midway must not leave a torn config for the next check.
         write_text_atomic(run_dir / "config.yaml", OmegaConf.to_yaml(cfg, resolve=True))
@@ -561,8 +651,15 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         regraded = regrade_failed(writer.previous, task, problems) if settings.resume else {}
         if regraded:
             writer.amend_chains(regraded)  # the chains whose grader failed, graded again
+        previous = writer.take_previous()
+        # Chains past those the last summary counts were finished by a session that wrote none
+        # (killed with -9, or the machine lost): their calls and time are not in its totals.
+        unsummarized = previous[_count_or_zero(previous_summary.get("chains")) :]
+        unsummarized_calls = sum(r["model_calls"] for r in unsummarized)
+        previous_summary_time += sum(float(r.get("wall_time_s") or 0.0) for r in unsummarized)
         # From here on the run needs only the summary's figures of each chain (see summary_fields).
-        records = [summary_fields(r) for r in writer.take_previous()]
+        records = [summary_fields(r) for r in previous]
+        del previous, unsummarized
         failed_grades = sum(1 for r in records if r.get("grade_error"))
         calls = sum(r["model_calls"] for r in records)
         transitions = sum(r["transitions"] for r in records)
@@ -574,6 +671,10 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
                 file=sys.stderr,
             )
         jobs = [(problem, chain) for problem, chain in every if (problem.problem_id, chain) not in done]
+        if jobs and previous_summary.get("complete") is True:
+            # A resume that extends a finished run (more prompts or chains): until this session writes
+            # its own summary, the last one must not call the run complete, as it would if killed (-9).
+            writer.write_summary({**previous_summary, "complete": False, "expected_chains": len(expected)})
         progress = RunProgress(len(expected), len(expected) - len(jobs), settings.progress)
         for problem, chain in jobs:
             round_counter = iter(range(10**9))
@@ -628,10 +729,14 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
                     progress.close()
                 if records is not None:  # else stopped before the finished chains were read: their summary stays
                     wall_time = previous_summary_time + time.perf_counter() - start
-                    summary = summarize(settings, records, engine, wall_time, expected, previous_summary)
+                    summary = summarize(
+                        settings, records, engine, wall_time, expected, previous_summary, unsummarized_calls
+                    )
                     writer.write_summary(summary)
-                writer.close()
-                engine.close()
+                try:
+                    writer.close()
+                finally:  # a file that cannot be flushed (a full disk) must not keep the engine (a GPU) open
+                    engine.close()
             if summary is not None:
                 logger.on_summary(summary, run_dir)
         except BaseException as err:  # a held signal, or one as the plots are drawn
