@@ -215,3 +215,24 @@ def test_each_unservable_replacement_during_a_run_is_reported(made, tmp_path):
     )
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stderr.count("is not a readable checkpoint") == 2, done.stderr
+
+
+def test_a_line_printed_while_the_progress_bar_is_shown_starts_on_a_line_of_its_own(capsys):
+    """`notice: reloaded ...` (and any warning) printed mid-run was appended to the end of the bar's line;
+    while the bar is shown, stderr goes through tqdm.write, which clears the bar's line first."""
+    import sys
+
+    from presto.runner.run import RunProgress
+
+    before = sys.stderr
+    progress = RunProgress(total=3, done=0, enabled=True)
+    progress.chain_done(1.5)
+    print("notice: reloaded predictor X", file=sys.stderr)
+    print("partial line without newline", end="", file=sys.stderr)
+    progress.chain_done(1.5)
+    progress.close()
+    assert sys.stderr is before
+    err = capsys.readouterr().err
+    head, _, _ = err.partition("notice: reloaded predictor X\n")
+    assert head.endswith("\r"), repr(err)  # the bar's line cleared (tqdm: \r, blanks, \r) before the notice
+    assert "partial line without newline" in err

@@ -784,10 +784,25 @@ class RunProgress:
 
     def __init__(self, total: int, done: int, enabled: bool) -> None:
         from tqdm import tqdm
+        from tqdm.contrib import DummyTqdmFile
 
-        self.bar = tqdm(total=total, initial=done, desc="chains", unit="chain", disable=not enabled, dynamic_ncols=True)
-        self.postfix: dict[str, Any] = {}
         self.every_s = self.IN_FLIGHT_EVERY_S if sys.stderr.isatty() else self.IN_FLIGHT_EVERY_S_LOGGED
+        # While the bar is shown, lines the run prints to stderr (a predictor reloaded, a warning)
+        # are written above it, not onto the end of its line: stderr goes through tqdm.write.
+        self._stderr = sys.stderr if enabled else None
+        self._through_bar = DummyTqdmFile(sys.stderr) if enabled else None
+        if self._through_bar is not None:
+            sys.stderr = self._through_bar
+        self.bar = tqdm(
+            total=total,
+            initial=done,
+            desc="chains",
+            unit="chain",
+            disable=not enabled,
+            dynamic_ncols=True,
+            file=self._stderr,
+        )
+        self.postfix: dict[str, Any] = {}
         self._shown = 0.0
 
     def chain_call(self, calls: int) -> None:
@@ -809,3 +824,11 @@ class RunProgress:
 
     def close(self) -> None:
         self.bar.close()
+        if self._through_bar is not None:
+            if sys.stderr is self._through_bar:  # else replaced since (by the caller): theirs to restore
+                sys.stderr = self._stderr
+            partial = "".join(self._through_bar._buf)  # a last line without its newline, held back
+            self._through_bar._buf = []
+            if partial:
+                self._stderr.write(partial)
+            self._through_bar = None
