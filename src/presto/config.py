@@ -140,6 +140,12 @@ def flatten(node: Any, prefix: str = "") -> dict[str, Any]:
 PATH_KEYS = ("engine.table", "dataset.path", "model.path", "model.cache_dir", "traversal.predictor")
 
 
+def absolute(value: Any) -> str:
+    """``value`` as an absolute path, ``~`` expanded, symlinks kept as given (not resolved): a link
+    the user repoints (current.ckpt -> v2.ckpt) is still the path named."""
+    return os.path.abspath(os.path.expanduser(str(value)))
+
+
 def absolute_path(key: str, value: Any) -> Any:
     """``value`` of ``key`` as an absolute path where ``key`` is one of PATH_KEYS and ``value`` a path.
 
@@ -156,7 +162,7 @@ def absolute_path(key: str, value: Any) -> Any:
     path = os.path.expanduser(value)
     if key == "model.path" and (value in ("none", DEFAULT_MODEL) or not os.path.exists(path)):
         return value
-    return os.path.abspath(path)  # not resolve(): keep the user's symlinks as given
+    return absolute(value)
 
 
 def make_paths_absolute(cfg: DictConfig) -> None:

@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import sys
 import time
 from dataclasses import asdict, dataclass
@@ -648,7 +647,7 @@ def run_training(cfg, out_dir: Path | None = None) -> dict[str, Any]:
     """
     from omegaconf import OmegaConf
 
-    from presto.config import ConfigError
+    from presto.config import ConfigError, absolute
     from presto.predictor.data import collect_examples
     from presto.predictor.features import resolve_features
     from presto.predictor.install import check_output
@@ -684,7 +683,7 @@ def run_training(cfg, out_dir: Path | None = None) -> dict[str, Any]:
         raise ConfigError(str(err)) from None
     # Absolute, not resolve(): an output that is a symlink (current.ckpt -> v1.ckpt) is replaced by the
     # new file, its metrics beside it, and the version it pointed at is kept.
-    checkpoint = Path(os.path.abspath(Path(str(cfg.output)).expanduser())) if cfg.output else None
+    checkpoint = Path(absolute(cfg.output)) if cfg.output else None
     if checkpoint is not None:
         check_output(checkpoint)
         _check_replaceable(checkpoint)  # one output for every job of -m: refused before Hydra (sweep_output_error)

@@ -57,7 +57,6 @@ deferred node anyway (the next call resumes there with the same random inputs).
 from __future__ import annotations
 
 import math
-import os
 import sys
 from collections import deque
 from collections.abc import Callable, Collection, Sequence
@@ -67,7 +66,7 @@ from typing import Any
 
 import numpy as np
 
-from presto.config import ConfigError
+from presto.config import ConfigError, absolute
 from presto.engines.base import SuffixRequest
 from presto.predictor.features import feature_matrix
 from presto.predictor.hotload import HotPredictor, Predictor
@@ -258,7 +257,7 @@ def resolve_predictor_path(value: Any, sampler: str | None, option: str = "trave
             ) from None
     # Absolute, not resolve(): a symlink (current.ckpt -> v1.ckpt) is watched as the link, so
     # repointing it during the run is a replacement like any other.
-    return Path(os.path.abspath(Path(str(value)).expanduser()))
+    return Path(absolute(value))
 
 
 class PredictiveTraversal(Traversal):
