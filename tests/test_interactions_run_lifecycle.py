@@ -308,3 +308,29 @@ def test_dropped_chain_lines_are_named_and_their_chains_run_again(toy_table, tmp
     assert chains_by_key(run_dir) == original
     assert len(read_jsonl(run_dir / "chains.jsonl")) == len(original)
     assert read_jsonl(run_dir / "chains.dropped.jsonl") == [json.loads(lines[0]), [1, 2]]  # set aside, not lost
+
+
+def test_ctrl_c_while_the_engine_loads_points_at_no_missing_file_and_the_resume_it_names_works(toy_table, tmp_path):
+    """Ctrl-C while the engine starts (vLLM takes minutes): the message named DIR/chains.jsonl, which did not exist."""
+    hooks = tmp_path / "hooks"
+    hooks.mkdir()
+    (hooks / "sitecustomize.py").write_text(
+        "from presto.engines import toy\n"
+        "def interrupted(self, table):\n"
+        "    raise KeyboardInterrupt\n"
+        "toy.ToyEngine.__init__ = interrupted\n"
+    )
+    run_dir = tmp_path / "run"
+    args = toy_args(toy_table, run_dir, "run.progress=false")
+    src = str(MAIN.parent)
+    done = run_cli(*args, env={"PYTHONPATH": f"{hooks}:{src}"})
+    assert done.returncode == 130, done.stderr
+    assert not (run_dir / "chains.jsonl").exists()
+    assert (
+        f"interrupted: no chain had finished; rerun with the same overrides and run.resume=true hydra.run.dir={run_dir}"
+        in done.stderr
+    )
+    assert "chains.jsonl" not in done.stderr, done.stderr
+    resumed = run_cli(*args, "run.resume=true")
+    assert resumed.returncode == 0, resumed.stderr
+    assert summary_of(run_dir)["complete"] is True

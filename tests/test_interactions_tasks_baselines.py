@@ -6,7 +6,7 @@ interruption or after a grader failed for some chains, rescored, and evaluated w
 ``scripts/report.py`` beside a sequential run of the same dataset and seed. The same scenarios ran by hand on the
 embedded SmolLM2 with ``engine=hf`` (tiny settings); here they run on the toy engine, whose text is token ids, so
 every chain is graded (wrong) by the real graders, the code datasets' in the real sandbox. The tests under "Defects"
-reproduce what the review found (strict xfail until fixed).
+reproduce what the review found (fixed since).
 """
 
 from __future__ import annotations
@@ -323,11 +323,6 @@ def sandbox_that_cannot_start(monkeypatch) -> None:
     monkeypatch.setattr(code_grader, "run_sandboxed", cannot_start)
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a sandbox error is a silent Grade(None): no grade_error, no reason in the record, and a resume "
-    "never grades the chain again (presto/tasks/code_grader.py grade_job)",
-)
 def test_a_chain_the_sandbox_could_not_grade_says_why_and_a_resume_grades_it_again(toy_table, tmp_path, monkeypatch):
     run_dir = tmp_path / "run"
     with monkeypatch.context() as patch:
@@ -340,11 +335,6 @@ def test_a_chain_the_sandbox_could_not_grade_says_why_and_a_resume_grades_it_aga
     assert all(r["correct"] is False for r in assert_graded_consistently(run_dir))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: a sandbox that never starts is not a grading failure, so the run does not stop after 3 chains "
-    "(GradingError's docstring names 'a broken sandbox'; presto/runner/run.py grade_completion)",
-)
 def test_a_sandbox_that_never_starts_stops_the_run_after_three_chains(toy_table, tmp_path, monkeypatch):
     from presto.tasks import GradingError
 
@@ -354,11 +344,6 @@ def test_a_sandbox_that_never_starts_stops_the_run_after_three_chains(toy_table,
         run_module.run(cfg, tmp_path / "run")
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="bug: dataset.num_prompts beyond the file counts as a setting difference though both runs ran the same "
-    "prompts (presto/eval/runs.py setting_values)",
-)
 def test_runs_of_the_same_prompts_compare_when_num_prompts_exceeds_the_file(toy_table, tmp_path):
     runs = tmp_path / "runs"
     run_module.run(task_config(toy_table, tmp_path, "math500", "sequential", "dataset.num_prompts=3"), runs / "seq")

@@ -123,6 +123,21 @@ def test_a_gguf_named_file_that_is_not_gguf_is_one_line(
     assert calls == [] and not (tmp_path / "cache").exists()  # refused before any conversion
 
 
+@pytest.mark.parametrize("kept_bytes", [200, 5_000_000])  # inside the header; inside the tensors
+def test_a_truncated_gguf_is_one_line_and_leaves_no_folder(tmp_path: Path, kept_bytes: int) -> None:
+    """A download cut short starts with b'GGUF' like a whole file: the reader's ValueError or
+    struct.error ended the run in a traceback from deep inside transformers."""
+    gguf = tmp_path / "cut.gguf"
+    with embedded_gguf_path().open("rb") as whole:
+        gguf.write_bytes(whole.read(kept_bytes))
+    with pytest.raises(ModelNotFoundError) as error:
+        resolve_model_dir(str(gguf), tmp_path / "cache")
+    message = str(error.value)
+    assert "\n" not in message and str(gguf) in message and "truncated or damaged" in message, message
+    models = tmp_path / "cache" / "models" / "gguf"
+    assert [p.name for p in models.iterdir() if not p.name.endswith(".lock")] == []
+
+
 def test_missing_embedded_package_names_the_key(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(assets.importlib.util, "find_spec", lambda name: None)
     with pytest.raises(ModelNotFoundError) as error:

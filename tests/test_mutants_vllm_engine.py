@@ -238,17 +238,22 @@ def fake_torch_threads(monkeypatch):
     monkeypatch.setattr(engine_module, "_THREAD_WARNING_SHOWN", False)
     monkeypatch.setenv("OMP_NUM_THREADS", os.environ.get("OMP_NUM_THREADS", "1"))  # restored after
     calls: list[int] = []
-    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
-    monkeypatch.setattr(torch, "set_num_threads", calls.append)
+    monkeypatch.setattr(torch, "get_num_threads", lambda: calls[-1] if calls else 3)
+    monkeypatch.setattr(torch._C, "set_num_threads", calls.append)
+    # What vLLM's CPU worker leaves behind once an engine started: a no-op in torch's namespace.
+    monkeypatch.setattr(torch, "set_num_threads", lambda threads: None)
     return calls
 
 
 def test_engine_threads_are_exported_and_set_in_torch_when_the_user_set_none(monkeypatch, fake_torch_threads):
+    import warnings
+
     monkeypatch.setattr(engine_module, "_USER_OMP", None)
-    with pytest.warns(UserWarning, match="torch was imported before presto.engines.vllm with 3 threads; setting 1"):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # torch imported first (by the predictor, a script) is no reason to warn
         assert engine_module._set_threads(1) == 1
     assert os.environ["OMP_NUM_THREADS"] == "1"
-    assert fake_torch_threads == [1]
+    assert fake_torch_threads == [1]  # set through torch._C: torch.set_num_threads was a no-op
     assert engine_module._set_threads(None) == engine_module.usable_cores()  # null: the usable cores
     assert os.environ["OMP_NUM_THREADS"] == str(engine_module.usable_cores())
 
@@ -265,6 +270,17 @@ def test_a_users_omp_num_threads_wins_over_engine_threads_with_one_warning(monke
         warnings.simplefilter("always")
         assert engine_module._set_threads(2) == 2  # the same count: nothing to say about engine.threads
     assert not [w for w in caught if "wins over" in str(w.message)]
+
+
+def test_a_thread_count_torch_does_not_take_is_one_warning(monkeypatch):
+    import torch
+
+    monkeypatch.setattr(engine_module, "_THREAD_WARNING_SHOWN", False)
+    monkeypatch.setattr(engine_module, "_USER_OMP", "2")
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    monkeypatch.setattr(torch._C, "set_num_threads", lambda threads: None)
+    with pytest.warns(UserWarning, match="torch runs 3 threads and could not be set to 2"):
+        assert engine_module._set_threads(None) == 2
 
 
 def test_torch_is_left_alone_when_it_already_runs_the_wanted_threads(monkeypatch, fake_torch_threads):

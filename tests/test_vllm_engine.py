@@ -335,6 +335,76 @@ def test_settings_are_checked_before_vllm_starts(model_dirs, engine):
         VLLMEngine(model_dirs[0], enforce_eager="no")  # bool("no") would be true
     with pytest.raises(ConfigError, match=r"engine\.gpu_memory_utilization must be a number in \(0, 1\]"):
         VLLMEngine(model_dirs[0], gpu_memory_utilization="abc")
+    if on_cpu():  # vLLM's CPU attention refused it only after loading the model, as "No common block size"
+        with pytest.raises(ConfigError, match=r"engine\.block_size must be a multiple of 32 on the CPU .*, got 16"):
+            VLLMEngine(model_dirs[0], block_size=16)
+
+
+@pytest.mark.parametrize(
+    ("kv_bytes", "message"),
+    [
+        (1, r"engine\.kv_cache_memory_bytes=1 is too small to hold one KV-cache block of 32 tokens; raise it"),
+        (2**50, r"engine\.kv_cache_memory_bytes=1125899906842624 is more than the memory free for it \([\d.]+ of"),
+    ],
+)
+def test_a_kv_cache_size_vllm_refuses_on_the_cpu_names_the_setting(model_dirs, engine, kv_bytes, message):
+    """Was: 'raise engine.gpu_memory_utilization or set engine.kv_cache_memory_bytes' (it was set), and
+    vLLM's own '--kv-cache-memory-bytes' flag for a size above the free memory."""
+    if not on_cpu():
+        pytest.skip("the CPU backend's KV-cache sizing")
+    from presto.engines.vllm import VLLMEngine
+
+    with pytest.raises(ConfigError, match=message) as info:
+        VLLMEngine(model_dirs[0], **{**SMALL_ENGINE, "kv_cache_memory_bytes": kv_bytes})
+    assert "\n" not in str(info.value) and "--kv-cache" not in str(info.value)
+
+
+SECOND_ENGINE = """
+import json, sys, warnings
+import torch  # first, as the predictor or a script imports it
+from presto.engines.hf import HFEngine
+from presto.engines.vllm import VLLMEngine
+
+model, options = sys.argv[1], json.loads(sys.argv[2])
+seen = []
+with warnings.catch_warnings(record=True) as caught:
+    warnings.simplefilter("always")
+    first = VLLMEngine(model, threads=1, batch_invariant=True, **options)
+    seen.append(torch.get_num_threads())
+    first.close()
+    second = VLLMEngine(model, threads=2, batch_invariant=False, **options)
+    seen.append(torch.get_num_threads())
+    second.close()
+    HFEngine(model, threads=1)
+    seen.append(torch.get_num_threads())
+print(json.dumps({"threads": seen, "warnings": [str(w.message) for w in caught if "presto" in w.filename]}))
+"""
+
+
+def test_a_second_engine_in_one_process_runs_its_own_threads_without_false_warnings(model_dirs, tmp_path):
+    """vLLM's CPU worker makes torch.set_num_threads a no-op once its engine starts: a second engine
+    (vLLM or transformers) kept the first one's count. The closed first engine counted as open for the
+    batch-invariance warning, and torch imported first drew a warning though the count was then set."""
+    if not on_cpu():
+        pytest.skip("the CPU worker's thread handling")
+    import subprocess
+
+    from tests.conftest import PROJECT_ROOT
+
+    env = {**os.environ, "PYTHONPATH": str(PROJECT_ROOT / "src")}
+    env.pop("OMP_NUM_THREADS", None)
+    done = subprocess.run(
+        [sys.executable, "-c", SECOND_ENGINE, str(model_dirs[0]), json.dumps(SMALL_ENGINE)],
+        capture_output=True,
+        text=True,
+        timeout=400,
+        env=env,
+        cwd=tmp_path,
+    )
+    assert done.returncode == 0, done.stderr[-3000:]
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    assert result["threads"] == [1, 2, 1]
+    assert result["warnings"] == []
 
 
 def test_missing_vllm_is_engine_unavailable(model_dirs, monkeypatch):
@@ -416,3 +486,14 @@ def test_a_closed_engine_is_one_clear_error(engine, prompt, capsys):
         engine.generate([SuffixRequest(tuple(prompt), 4, 1.0, 0)])
     assert "could not drop" not in capsys.readouterr().err
     assert engine.metrics() == engine._final_metrics  # the figures read at close stay readable
+    if on_cpu():  # a closed engine is not one a new engine's batch-invariance setting would change
+        import warnings
+
+        from presto.engines import vllm_batch_invariance
+
+        class Later:  # stands in for the next engine (claim only keys it)
+            pass
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            vllm_batch_invariance.claim(Later(), not engine.batch_invariant, "cpu")

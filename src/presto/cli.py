@@ -365,6 +365,13 @@ def _run_dir() -> Path:
     return Path(HydraConfig.get().runtime.output_dir)
 
 
+def _is_nonempty_file(path: Path) -> bool:
+    try:
+        return path.is_file() and path.stat().st_size > 0
+    except OSError:
+        return False
+
+
 def _remove_if_empty(path: Path) -> None:
     with contextlib.suppress(OSError):  # not empty, or already gone: leave it
         path.rmdir()
@@ -810,8 +817,11 @@ def _execute(cfg: DictConfig, run_dir: Path) -> float | None:
         raise SweepJobFailed(f"error: sweep job {job} failed: {message}; the sweep's other jobs were run") from None
     except KeyboardInterrupt as interrupt:
         terminated = bool(interrupt.args) and interrupt.args[0] == _TERMINATED
+        chains = run_dir / "chains.jsonl"
+        # Interrupted while the engine loaded, or before the first chain finished: no file to point at.
+        held = f"finished chains are in {chains}" if _is_nonempty_file(chains) else "no chain had finished"
         print(
-            f"\n{'terminated' if terminated else 'interrupted'}: finished chains are in {run_dir / 'chains.jsonl'}; "
+            f"\n{'terminated' if terminated else 'interrupted'}: {held}; "
             f"rerun with the same overrides and {_resume_overrides(run_dir)}",
             file=sys.stderr,
         )

@@ -346,7 +346,7 @@ def test_string_hashes_in_the_program_follow_pythonhashseed_0() -> None:
 #   check of table blocks dropped, CG24 `while` -> `if` in _base_name, CG32 method calls not writes:
 #   existing (strip_example_usage tests). CG26 `not extracted`, CG27 the prompt dropped, CG31 duplicate
 #   names, CG33 setup after the code: existing (test_tasks_code_grader). CG25 a sandbox error graded
-#   False: existing (test_tasks_sandbox broken sandbox).
+#   False instead of raised: existing (test_tasks_sandbox broken sandbox).
 #   CG5, CG6, CG9, CG10, CG11, CG13, CG14, CG15, CG16, CG17, CG18, CG23, CG35: new (this file).
 #   CG7 (the closing-fence `break` of _dedent removed): equivalent: a closed block's body stops at the
 #       first "```" (lazy match) and an unclosed block has no "```" after it (else _FENCE would have

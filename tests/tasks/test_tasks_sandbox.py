@@ -193,11 +193,13 @@ def test_program_cannot_read_its_job() -> None:
 
 
 def test_a_broken_sandbox_is_ungradable_not_wrong(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """No verdict at all: an error the run records as grade_error (and grades again on resume)."""
     import presto.tasks.sandbox as sandbox
+    from presto.tasks.code_grader import SandboxError
 
     monkeypatch.setattr(sandbox, "_JUDGE", tmp_path / "missing_judge.py")
-    grade = grade_job({"kind": "script", "code": "assert True"}, "assert True", LIMITS, True)
-    assert grade.correct is None and "judge failed" in grade.detail
+    with pytest.raises(SandboxError, match="judge failed"):
+        grade_job({"kind": "script", "code": "assert True"}, "assert True", LIMITS, True)
 
 
 FORGE_REPORT = (

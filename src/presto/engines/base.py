@@ -50,6 +50,18 @@ def check_threads(threads: object) -> None:
         raise ConfigError(f"engine.threads must be an integer >= 1 or null, got {threads!r}")
 
 
+def set_torch_threads(threads: int) -> None:
+    """Set torch's intra-op thread count, also after vLLM's CPU worker disabled ``torch.set_num_threads``.
+
+    The worker replaces ``torch.set_num_threads`` with a no-op when its engine starts in this
+    process, so a later engine of the process (a benchmark's second engine, an hf engine after a
+    vLLM one) would silently keep the first one's count; torch's own function stays in ``torch._C``.
+    """
+    import torch
+
+    getattr(torch._C, "set_num_threads", torch.set_num_threads)(int(threads))
+
+
 @dataclass(frozen=True)
 class SuffixRequest:
     """Generate ``num_new_tokens`` tokens after ``prefix`` at ``temperature`` with ``seed``.

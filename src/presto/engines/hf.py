@@ -33,7 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
-from presto.engines.base import Closed, Engine, SuffixRequest, SuffixResult, check_threads
+from presto.engines.base import Closed, Engine, SuffixRequest, SuffixResult, check_threads, set_torch_threads
 from presto.engines.chat_text import ChatText, eos_ids
 from presto.engines.token_sampling import request_generator
 
@@ -122,7 +122,7 @@ class HFEngine(ChatText, Engine):
         self.device = _torch_device(torch, device)
         hf_logging.disable_progress_bar()
         if threads:
-            torch.set_num_threads(int(threads))
+            set_torch_threads(threads)
         self._torch = torch
         self.dtype = getattr(torch, dtype)
         self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))

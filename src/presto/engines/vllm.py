@@ -54,7 +54,7 @@ from typing import Any
 
 import numpy as np
 
-from presto.engines.base import Closed, Engine, SuffixRequest, SuffixResult, check_threads
+from presto.engines.base import Closed, Engine, SuffixRequest, SuffixResult, check_threads, set_torch_threads
 from presto.engines.chat_text import ChatText, eos_ids, generation_eos
 from presto.engines.errors import EngineUnavailableError
 
@@ -117,6 +117,8 @@ _DEFAULTS: dict[str, Any] = {
 
 CPU_KV_CACHE_BYTES = 2 * 2**30
 """``kv_cache_memory_bytes=auto`` on the CPU: 2 GiB, safe on a small machine."""
+CPU_BLOCK_MULTIPLE = 32
+"""vLLM's CPU attention takes KV blocks of a multiple of 32 tokens (it refuses others at startup)."""
 
 
 def kv_cache_bytes(setting: int | str | None, platform: str) -> int | None:
@@ -209,15 +211,18 @@ def _set_threads(threads: int | None) -> int:
     if _TORCH_WAS_IMPORTED or "torch" in sys.modules:
         import torch
 
+        # torch read OMP_NUM_THREADS when it was imported (by the predictor, by a script, by an
+        # earlier engine): its pool has that count until it is set here.
         if torch.get_num_threads() != wanted:
-            if not _THREAD_WARNING_SHOWN:
+            before = torch.get_num_threads()
+            set_torch_threads(wanted)
+            if torch.get_num_threads() != wanted and not _THREAD_WARNING_SHOWN:
                 _THREAD_WARNING_SHOWN = True
                 warnings.warn(
-                    f"torch was imported before presto.engines.vllm with {torch.get_num_threads()} threads; "
-                    f"setting {wanted} now (import presto.engines.vllm first, or export OMP_NUM_THREADS)",
+                    f"torch runs {before} threads and could not be set to {wanted}; "
+                    "export OMP_NUM_THREADS before starting Python",
                     stacklevel=3,
                 )
-            torch.set_num_threads(wanted)  # vLLM's CPU worker disables this later, so do it now
     return wanted
 
 
@@ -268,6 +273,11 @@ class VLLMEngine(ChatText, Engine):
             raise EngineUnavailableError(
                 f"engine.device={device} but the installed vLLM is {build}; "
                 + ("on a GPU machine run `bash scripts/install.sh`" if device == "cuda" else "use engine.device=auto")
+            )
+        if self.platform == "cpu" and cfg["block_size"] % CPU_BLOCK_MULTIPLE:
+            raise _config_error(
+                f"engine.block_size must be a multiple of {CPU_BLOCK_MULTIPLE} on the CPU (vLLM's CPU attention), "
+                f"got {cfg['block_size']}"
             )
         self.batch_invariant = vllm_batch_invariance.resolve(cfg["batch_invariant"], self.platform, os.environ)
         vllm_batch_invariance.configure(self.batch_invariant, self.platform)
@@ -400,6 +410,19 @@ class VLLMEngine(ChatText, Engine):
                 f"the KV cache is too small for engine.max_model_len={self.max_model_len}{fits}; "
                 f"{self._kv_cache_advice()}, or lower engine.max_model_len"
             )
+        if "memory for the cache blocks" in text and self.kv_cache_memory_bytes is not None:
+            return _config_error(
+                f"engine.kv_cache_memory_bytes={self.kv_cache_memory_bytes} is too small to hold one KV-cache block "
+                f"of {self.block_size} tokens; raise it (64 MiB, 67108864, is plenty for short answers)"
+            )
+        free = re.search(r"Available memory on node \d+ \(([\d.]+)/([\d.]+) GiB\)", text)
+        if free and "requested memory for kv" in text:  # CPU: more than the free memory
+            return _config_error(
+                f"engine.kv_cache_memory_bytes={self.kv_cache_memory_bytes} is more than the memory free for it "
+                f"({free.group(1)} of {free.group(2)} GiB); lower engine.kv_cache_memory_bytes"
+            )
+        if "No common block size" in text:  # the attention backend's block sizes (checked up front on the CPU)
+            return _config_error(f"engine.block_size={self.block_size} is not one vLLM's attention takes: {line}")
         if "memory for the cache blocks" in text:  # GPU: nothing left for the KV cache after the weights
             return _config_error(
                 f"no memory left for the KV cache ({line}); raise engine.gpu_memory_utilization or set "

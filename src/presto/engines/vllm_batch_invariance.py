@@ -99,7 +99,7 @@ def claim(engine: Any, enabled: bool, platform: str) -> None:
     if platform != "cpu":
         return
     others = [other for other, setting in _open_cpu_engines.items() if setting != enabled and other is not engine]
-    if any(getattr(other, "_llm", None) is not None for other in others):
+    if any(_is_open(other) for other in others):
         warnings.warn(
             f"engine.batch_invariant={enabled} for this vLLM engine, while one built with {not enabled} is "
             "still open in this process: the setting is process-wide on the CPU, so that engine now runs "
@@ -107,6 +107,13 @@ def claim(engine: Any, enabled: bool, platform: str) -> None:
             stacklevel=3,
         )
     _open_cpu_engines[engine] = enabled
+
+
+def _is_open(engine: Any) -> bool:
+    """Whether ``engine`` holds a live vLLM ``LLM`` (a closed one holds a :class:`Closed` stand-in)."""
+    from presto.engines.base import Closed
+
+    return not isinstance(getattr(engine, "_llm", None), Closed | None)
 
 
 def _export(name: str, value: str | None) -> None:

@@ -329,6 +329,17 @@ class RunData:
         return prompts * per_prompt if _count(prompts) and _count(per_prompt) else None
 
     @property
+    def prompts_to_run(self) -> Any:
+        """The prompts the run was to sample: config.yaml's dataset.num_prompts, or fewer when
+        the dataset holds fewer (then summary.json's ``expected_chains`` / run.chains_per_prompt),
+        so that num_prompts=10 and num_prompts=3 on a file of 3 prompts are one setting."""
+        configured = self._select("dataset.num_prompts")
+        expected, per_prompt = self.summary.get("expected_chains"), self._select("run.chains_per_prompt")
+        if _count(configured) and _count(expected) and _count(per_prompt) and per_prompt > 0:
+            return min(configured, expected // per_prompt)
+        return configured
+
+    @property
     def complete(self) -> bool | None:
         """Whether every configured chain finished: summary.json's ``complete`` (False where
         chains.jsonl holds more chains than the summary counts: a later session added them and
@@ -376,6 +387,8 @@ class RunData:
             values = {}
             for section in SETTING_SECTIONS:
                 values.update(flatten(self.config.get(section, {}), section))
+            if "dataset.num_prompts" in values:
+                values["dataset.num_prompts"] = self.prompts_to_run
             prefix = "sampler"
         for key in BASELINE_UNUSED_KEYS.get(self.sampler_name, ()):
             values.pop(f"{prefix}.{key}", None)

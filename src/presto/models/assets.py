@@ -24,6 +24,7 @@ import importlib.util
 import json
 import os
 import shutil
+import struct
 import sys
 import tempfile
 from collections.abc import Callable, Iterator
@@ -427,6 +428,15 @@ def _convert_gguf_cached(gguf: Path, final: Path, require_chat_template: bool = 
                 raise ModelNotFoundError(
                     f"no space left to convert the model into {final.parent} (about 600 MB needed); "
                     "free some, or set model.cache_dir=DIR or PRESTO_CACHE_DIR"
+                ) from None
+            if isinstance(err, ValueError | struct.error | KeyError | IndexError | EOFError):
+                # What the GGUF reader raises on a truncated or damaged file (a short read, a
+                # tensor shorter than its header says), deep inside transformers.
+                first = str(err).splitlines()[0] if str(err) else ""
+                kind = "struct.error" if isinstance(err, struct.error) else type(err).__name__
+                raise ModelNotFoundError(
+                    f"{gguf} could not be read as a GGUF model (truncated or damaged? {kind}: {first[:200]}); "
+                    f"{_expected()}"
                 ) from None
             raise
         finally:

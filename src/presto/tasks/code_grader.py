@@ -15,6 +15,11 @@ from typing import Any
 from presto.tasks.base import Grade
 from presto.tasks.sandbox import SandboxLimits, run_sandboxed
 
+
+class SandboxError(RuntimeError):
+    """The sandbox itself could not run the program (it could not start, the judge broke)."""
+
+
 # The info string after an opening fence may not contain a backtick (CommonMark): "```a`b" on
 # a line opens no block. Excluding it also keeps a long run of backticks linear: with
 # [^\n]* every backtick of the run started a scan to the end of the line (quadratic).
@@ -324,7 +329,9 @@ def grade_job(job: Mapping[str, Any], extracted: str, limits: SandboxLimits, all
         return Grade(False, extracted, "empty program")
     result = run_sandboxed(dict(job), limits)
     if result.status == "error":
-        return Grade(None, extracted, f"sandbox error: {result.detail}")
+        # Not a verdict on the program: raised so that the run records the chain with a
+        # grade_error, regrades it on resume, and stops when the sandbox never works.
+        raise SandboxError(result.detail)
     return Grade(
         result.passed, extracted, result.detail if not result.passed else f"passed in {result.duration_s:.2f} s"
     )
