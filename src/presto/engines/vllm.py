@@ -54,15 +54,11 @@ from typing import Any
 
 import numpy as np
 
-from presto.engines.base import Closed, Engine, SuffixRequest, SuffixResult, check_threads, set_torch_threads
+from presto.engines.base import Closed, Engine, SuffixRequest, SuffixResult, check_threads
 from presto.engines.chat_text import ChatText, eos_ids, generation_eos
 from presto.engines.errors import EngineUnavailableError
-
-
-def usable_cores() -> int:
-    """CPU cores this process may run on (affinity mask, not the host's count)."""
-    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-
+from presto.engines.threads import omp_threads as _omp_threads
+from presto.engines.threads import set_torch_threads, usable_cores
 
 # --- process environment: must happen before torch / vLLM are imported ----------------
 _USER_OMP = os.environ.get("OMP_NUM_THREADS")
@@ -182,20 +178,6 @@ def _first_line(err: BaseException) -> str:
     return lines[0] if lines else type(err).__name__
 
 
-def _omp_threads(value: str | None) -> int | None:
-    """The thread count OMP_NUM_THREADS asks for, as libgomp reads it: unset or empty is None
-    (``export OMP_NUM_THREADS=$SLURM_CPUS_PER_TASK`` without that variable), a list ("2,1",
-    one count per nesting level) gives its first level; anything else is one ConfigError line."""
-    if value is None or not value.strip():
-        return None
-    from presto.config import ConfigError
-
-    first = value.split(",", 1)[0].strip()
-    if not first.isdigit() or int(first) < 1:
-        raise ConfigError(f"OMP_NUM_THREADS={value!r} is not a thread count (a positive integer, or a list like 2,1)")
-    return int(first)
-
-
 def _set_threads(threads: int | None) -> int:
     """Settle the CPU thread count before vLLM starts; warn once if torch already started with another."""
     global _THREAD_WARNING_SHOWN
@@ -248,15 +230,9 @@ class VLLMEngine(ChatText, Engine):
         cfg = {**_DEFAULTS, **{k: v for k, v in options.items()}}
         self._check_options(cfg)
         self.model_dir = Path(model_dir)
-        if not (self.model_dir / "config.json").is_file():
-            from presto.models import ModelNotFoundError
+        from presto.models import check_model_folder
 
-            raise ModelNotFoundError(f"model.path={str(model_dir)!r} is not a model folder (no config.json)")
-        # next(glob, None): a glob is a generator, and a generator is truthy even when it is empty.
-        if all(next(self.model_dir.glob(pattern), None) is None for pattern in ("*.safetensors", "*.bin", "*.pt")):
-            from presto.models import ModelNotFoundError
-
-            raise ModelNotFoundError(f"model.path={str(model_dir)!r} holds no weights (*.safetensors or *.bin)")
+        check_model_folder(self.model_dir)
         self.threads = _set_threads(cfg["threads"])
         try:
             import vllm  # noqa: F401
@@ -412,8 +388,8 @@ class VLLMEngine(ChatText, Engine):
             )
         if "memory for the cache blocks" in text and self.kv_cache_memory_bytes is not None:
             return _config_error(
-                f"engine.kv_cache_memory_bytes={self.kv_cache_memory_bytes} is too small to hold one KV-cache block "
-                f"of {self.block_size} tokens; raise it (64 MiB, 67108864, is plenty for short answers)"
+                f"engine.kv_cache_memory_bytes={self.kv_cache_memory_bytes} is too small for any KV-cache block of "
+                f"{self.block_size} tokens (vLLM holds one back); raise it (64 MiB, 67108864, fits short answers)"
             )
         free = re.search(r"Available memory on node \d+ \(([\d.]+)/([\d.]+) GiB\)", text)
         if free and "requested memory for kv" in text:  # CPU: more than the free memory

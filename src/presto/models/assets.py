@@ -150,14 +150,44 @@ def gguf_fingerprint(path: Path) -> str:
     """
     import hashlib
 
+    digest = hashlib.sha256()
+    _sample_file(digest, path)
+    return digest.hexdigest()[:12]
+
+
+WEIGHT_PATTERNS = ("*.safetensors", "*.bin", "*.pt")
+
+
+def model_folder_fingerprint(model_dir: str | os.PathLike[str]) -> str:
+    """16 hex digits of SHA-256 over a model folder's config and weight files (size, first and
+    last MiB of each): a chain record's ``model_sha``, so a resume notices replaced weights.
+
+    config.json is read as JSON without the keys a save stamps (``transformers_version``,
+    ``_name_or_path``...), so the same weights converted again by a newer transformers match.
+    """
+    import hashlib
+
+    folder = Path(model_dir)
+    digest = hashlib.sha256()
+    config = _read_json(folder / "config.json") if (folder / "config.json").is_file() else {}
+    if isinstance(config, dict):
+        config = {k: v for k, v in config.items() if not k.startswith("_") and k != "transformers_version"}
+    digest.update(json.dumps(config, sort_keys=True, default=str).encode())
+    for path in sorted({p for pattern in WEIGHT_PATTERNS for p in folder.glob(pattern)}):
+        digest.update(path.name.encode())
+        _sample_file(digest, path)
+    return digest.hexdigest()[:16]
+
+
+def _sample_file(digest: Any, path: Path) -> None:
+    """Feed ``digest`` a file's size and its first and last MiB."""
     size = path.stat().st_size
-    digest = hashlib.sha256(str(size).encode())
+    digest.update(str(size).encode())
     with path.open("rb") as handle:
         digest.update(handle.read(_FINGERPRINT_SPAN))
         if size > _FINGERPRINT_SPAN:
             handle.seek(max(_FINGERPRINT_SPAN, size - _FINGERPRINT_SPAN))
             digest.update(handle.read())
-    return digest.hexdigest()[:12]
 
 
 def resolve_model_dir(name_or_path: str | os.PathLike[str], cache_dir: str | os.PathLike[str] | None = None) -> Path:
@@ -209,6 +239,17 @@ def resolve_model_dir(name_or_path: str | os.PathLike[str], cache_dir: str | os.
             f"pass its folder); {_expected()}"
         )
     raise ModelNotFoundError(f"model.path={raw!r} does not exist; {_expected()}")
+
+
+def check_model_folder(model_dir: str | os.PathLike[str]) -> None:
+    """Refuse, in one line, a folder an engine cannot load: no config.json, or no weight files
+    (a folder copied without its *.safetensors, a Git LFS checkout without the files)."""
+    folder = Path(model_dir)
+    if not (folder / "config.json").is_file():
+        raise ModelNotFoundError(f"model.path={str(model_dir)!r} is not a model folder (no config.json)")
+    # next(glob, None): a glob is a generator, and a generator is truthy even when it is empty.
+    if all(next(folder.glob(pattern), None) is None for pattern in WEIGHT_PATTERNS):
+        raise ModelNotFoundError(f"model.path={str(model_dir)!r} holds no weights (*.safetensors or *.bin)")
 
 
 def _has_gguf_magic(path: Path) -> bool:

@@ -94,6 +94,7 @@ SUMMARY_FIELDS = (
     "discarded_requests",
     "model_calls",
     "call_time_s",
+    "generated_tokens",
     "loglik",
     "confidence",
     "correct",
@@ -135,10 +136,13 @@ def summary_fields(record: dict[str, Any]) -> dict[str, Any]:
 
 def resume_fields(record: dict[str, Any]) -> dict[str, Any]:
     """What a resumed run keeps of a chain an earlier session finished: :func:`summary_fields`,
-    the prompt's fingerprint (:func:`check_resumed_prompts`), its wall time and, where its grading
+    the prompt's and the model's fingerprints (:func:`check_resumed_prompts`, :func:`check_resumed_model`),
+    its wall time and, where its grading
     failed, its text (:func:`regrade_failed`); not the tokens or per-transition lists."""
     kept = summary_fields(record)
     kept["prompt_sha"] = record.get("prompt_sha")
+    if "model_sha" in record:
+        kept["model_sha"] = record["model_sha"]
     if "wall_time_s" in record:  # counted where no summary holds it (a killed session's chains)
         kept["wall_time_s"] = record["wall_time_s"]
     if record.get("grade_error"):
@@ -192,6 +196,10 @@ def summarize(
         "acceptance_rate": accepts / transitions if transitions else None,
         "prefetch_rounds": None if baseline else sum(r["rounds"] for r in records),
         "discarded_requests": sum(r.get("discarded_requests", 0) for r in records),
+        # None when a chain of an older version of the run has no count.
+        "generated_tokens": (
+            sum(r["generated_tokens"] for r in records) if all("generated_tokens" in r for r in records) else None
+        ),
         "wall_time_s": wall_time_s,
         "loglik_mean": float(np.mean([r["loglik"] for r in records])) if records else None,
         "confidence_mean": float(np.mean([r["confidence"] for r in records])) if records else None,
@@ -297,6 +305,21 @@ def check_resumed_prompts(prompts: Mapping[str, Sequence[int]], records: list[di
                 "were sampled from (the dataset, its file or the model's tokenizer changed); "
                 "use another output directory"
             )
+
+
+def check_resumed_model(engine: Engine, records: list[dict], model_path: Any) -> None:
+    """Refuse to resume when the model folder's weights are not those a finished chain was
+    sampled from (a re-saved checkpoint under the same path, a different model converted into
+    the cache): the run would mix chains of two models. Records without ``model_sha`` (older
+    runs, the toy engine) are not checked."""
+    now = engine.model_fingerprint()
+    saved = {record.get("model_sha") for record in records} - {None}
+    if now is not None and saved and saved != {now}:
+        raise ConfigError(
+            f"run.resume=true, but model.path={model_path} does not hold the weights its finished chains were "
+            f"sampled from (model_sha {', '.join(sorted(saved))} in chains.jsonl, {now} now: the folder's "
+            "config or weights changed); use another output directory"
+        )
 
 
 def check_resumed_extent(
@@ -442,12 +465,17 @@ def sample_chain(
         "call_time_s": call_time_s,
         "call_times_s": call_times,
         "unique_requests": engine.stats.unique_requests - before.unique_requests,
+        # What the distinct requests decoded: a baseline's token cost (its answers stop at EOS).
+        "generated_tokens": engine.stats.generated_tokens - before.generated_tokens,
         "wall_time_s": wall_time_s,
         "loglik": state.loglik_mean(),
         "confidence": state.confidence_mean(),
         "correct": grade.correct,
         "extracted": grade.extracted,
     }
+    model_sha = engine.model_fingerprint()
+    if model_sha is not None:
+        record["model_sha"] = model_sha
     if grade_error is not None:
         record["grade_error"] = grade_error
     record.update(getattr(trace, "info", None) or {})  # baseline-specific figures (candidates, ESS, ...)
@@ -620,6 +648,7 @@ def run(cfg: DictConfig, run_dir: str | Path) -> dict[str, Any]:
         writer = RunWriter(run_dir, settings.resume, keep=resume_fields, check=chain_record_problem)
         if settings.resume:  # before the logger: a refused resume must not resume (and end) its W&B run
             check_resumed_prompts(prompts, writer.previous)
+            check_resumed_model(engine, writer.previous, OmegaConf.select(cfg, "model.path"))
             check_resumed_extent(settings, writer.previous, run_dir, {problem.problem_id for problem in problems})
         logger = build_logger(
             OmegaConf.to_container(cfg.logger, resolve=True) if "logger" in cfg else None,
