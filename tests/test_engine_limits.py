@@ -18,6 +18,7 @@ class LimitedToyEngine(ToyEngine):
     """The toy engine with a real engine's limits: a lowest temperature, a context length."""
 
     min_temperature = 0.01
+    score_extra_tokens = 1  # as vLLM's scoring
 
     def __init__(self, table, prompt_tokens: int, context: int) -> None:
         super().__init__(table)
@@ -49,8 +50,14 @@ def test_the_run_checks_every_prompt_and_temperature_before_any_chain(toy_table)
     problems = task.load()
     engine = LimitedToyEngine(toy_table, prompt_tokens=10, context=18)
     check_engine_serves(engine, task, problems, sampler(0.25), rescore=False)  # 10 + 8 fits exactly
-    with pytest.raises(ConfigError, match=r"prompt toy/0 with sampler.max_new_tokens=8 needs 19 tokens .* at most 18"):
-        check_engine_serves(engine, task, problems, sampler(0.25), rescore=True)  # rescoring reads one more
+    with pytest.raises(
+        ConfigError,
+        match=r"prompt toy/0 with sampler.max_new_tokens=8 and run.rescore=true .*"
+        r"needs 19 tokens .* at most 18",
+    ):
+        check_engine_serves(engine, task, problems, sampler(0.25), rescore=True)  # vLLM's rescoring takes one more
+    engine.score_extra_tokens = 0  # the transformers engine scores prompt + answer in exactly those positions
+    check_engine_serves(engine, task, problems, sampler(0.25), rescore=True)
     with pytest.raises(ConfigError, match=r"got 0\.005"):
         check_engine_serves(engine, task, problems, sampler(0.25, temperatures=[0.005, 1.0]), rescore=False)
     with pytest.raises(ConfigError, match=r"got 0\.004"):

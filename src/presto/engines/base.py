@@ -156,6 +156,8 @@ class Engine(ABC):
     min_temperature: float = 0.0
     # Token ids a prefix may hold are [0, vocab_size); None: the engine checks them itself.
     vocab_size: int | None = None
+    # Positions a score() call takes beyond prefix + tokens (vLLM generates one token to score).
+    score_extra_tokens: int = 0
 
     def __init__(self) -> None:
         self.stats = CallStats()

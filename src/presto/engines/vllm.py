@@ -215,6 +215,8 @@ class VLLMEngine(ChatText, Engine):
     # SamplingParams raises any temperature in (0, 0.01) to 0.01 (with a log line only); the
     # recorder would still compute log q at the requested one, for a law never sampled.
     min_temperature = 0.01
+    # score() asks for prompt logprobs, which vLLM returns only with at least one generated token.
+    score_extra_tokens = 1
     is_moe = False
     """Whether the loaded model is a mixture of experts (read from vLLM once it is built)."""
     dtype = "float32"
@@ -621,7 +623,7 @@ class VLLMEngine(ChatText, Engine):
         if not prefix or not tokens:
             raise ValueError("score needs a non-empty prefix and at least one token")
         ids = [int(t) for t in prefix] + tokens
-        self.check_fits(len(ids) + 1, "rescoring (prefix + tokens)")
+        self.check_fits(len(ids) + self.score_extra_tokens, "rescoring (prefix + tokens)")
         self.check_token_ids(ids, "rescoring (prefix + tokens)")
         params = SamplingParams(
             temperature=1.0,

@@ -360,16 +360,21 @@ def check_engine_serves(
 ) -> dict[str, list[int]]:
     """Refuse, before any chain, what the engine would refuse (or silently get wrong) mid-run.
 
-    Every temperature the sampler asks for, and every prompt with its n new tokens (one more
-    to rescore): otherwise the last block of some late prompt could stop a run after hours.
+    Every temperature the sampler asks for, and every prompt with its n new tokens (and what
+    the engine's rescoring takes beyond them): otherwise the last block of some late prompt
+    could stop a run after hours.
     Returns each problem id's prompt token ids, as encoded for the check.
     """
     engine.check_temperatures((sampler.tau, *sampler.options.get("temperatures", ())))
     prompts = {}
     for problem in problems:
         prompts[problem.problem_id] = encode_prompt(engine, task, problem)
-        tokens = len(prompts[problem.problem_id]) + sampler.max_new_tokens + int(rescore)
-        engine.check_fits(tokens, f"prompt {problem.problem_id} with sampler.max_new_tokens={sampler.max_new_tokens}")
+        tokens = len(prompts[problem.problem_id]) + sampler.max_new_tokens
+        what = f"prompt {problem.problem_id} with sampler.max_new_tokens={sampler.max_new_tokens}"
+        if rescore and engine.score_extra_tokens:
+            tokens += engine.score_extra_tokens
+            what += f" and run.rescore=true (vLLM's scoring takes {engine.score_extra_tokens} more)"
+        engine.check_fits(tokens, what)
     return prompts
 
 
