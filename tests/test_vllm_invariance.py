@@ -115,6 +115,19 @@ def test_auto_is_on_for_the_cpu_and_on_a_gpu_only_when_the_user_exported_vllms_s
     assert resolve("auto", "cuda", {"VLLM_BATCH_INVARIANT": "0"}) is False
     assert resolve(True, "cuda", {}) is True
     assert resolve(False, "cpu", {}) is False
+    assert resolve(False, "cpu", {"VLLM_BATCH_INVARIANT": "1"}) is False  # not a CPU switch
+
+
+def test_false_on_a_gpu_under_the_users_exported_switch_is_invariant_and_says_so(monkeypatch):
+    """configure() never withdraws the user's VLLM_BATCH_INVARIANT=1, so vLLM ran its invariant kernels
+    while the engine called itself variant (and warned that its chains may differ from sequential ones)."""
+    from presto.engines import vllm_batch_invariance as invariance
+
+    monkeypatch.setattr(invariance, "_exported", set())
+    with pytest.warns(UserWarning, match=r"VLLM_BATCH_INVARIANT=1 is exported, so vLLM runs its batch-invariant"):
+        assert invariance.resolve(False, "cuda", {"VLLM_BATCH_INVARIANT": "1"}) is True
+    monkeypatch.setattr(invariance, "_exported", {"VLLM_BATCH_INVARIANT"})  # our own, from an earlier engine
+    assert invariance.resolve(False, "cuda", {"VLLM_BATCH_INVARIANT": "1"}) is False
 
 
 def test_configure_exports_its_switches_and_withdraws_only_its_own(monkeypatch):

@@ -50,8 +50,18 @@ _open_cpu_engines: weakref.WeakKeyDictionary[Any, bool] = weakref.WeakKeyDiction
 def resolve(setting: bool | str, platform: str, environ: Mapping[str, str]) -> bool:
     """``engine.batch_invariant`` as a flag: ``auto`` is on for the CPU, where it costs little,
     and on a GPU only if the user exported VLLM_BATCH_INVARIANT=1 (vLLM's batch-invariant
-    kernels cost throughput there)."""
+    kernels cost throughput there). On a GPU the user's own VLLM_BATCH_INVARIANT=1 wins over
+    ``false`` (it is never withdrawn), with a warning: the engine is then batch-invariant, and
+    says so instead of warning that its chains may differ."""
+    users_switch = environ.get(_BATCH_INVARIANT_VARIABLE, "0") == "1" and _BATCH_INVARIANT_VARIABLE not in _exported
     if setting != "auto":
+        if not setting and platform != "cpu" and users_switch:
+            warnings.warn(
+                f"{_BATCH_INVARIANT_VARIABLE}=1 is exported, so vLLM runs its batch-invariant kernels although "
+                "engine.batch_invariant=false (exact, and slower); unset it for vLLM's faster kernels",
+                stacklevel=3,
+            )
+            return True
         return bool(setting)
     return platform == "cpu" or environ.get(_BATCH_INVARIANT_VARIABLE, "0") == "1"
 
