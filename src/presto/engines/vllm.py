@@ -179,7 +179,8 @@ def _first_line(err: BaseException) -> str:
 
 
 def _set_threads(threads: int | None) -> int:
-    """Settle the CPU thread count before vLLM starts; warn once if torch already started with another."""
+    """Settle the CPU thread count before vLLM starts (exported, and set in torch if it is imported already);
+    warn once if torch will not take it."""
     global _THREAD_WARNING_SHOWN
     user = _omp_threads(_USER_OMP)
     if user is not None:

@@ -136,9 +136,9 @@ def summary_fields(record: dict[str, Any]) -> dict[str, Any]:
 
 def resume_fields(record: dict[str, Any]) -> dict[str, Any]:
     """What a resumed run keeps of a chain an earlier session finished: :func:`summary_fields`,
-    the prompt's and the model's fingerprints (:func:`check_resumed_prompts`, :func:`check_resumed_model`),
-    its wall time and, where its grading
-    failed, its text (:func:`regrade_failed`); not the tokens or per-transition lists."""
+    the prompt's and the model's fingerprints (:func:`check_resumed_prompts`,
+    :func:`check_resumed_model`), its wall time and, where its grading failed, its text
+    (:func:`regrade_failed`); not the tokens or per-transition lists."""
     kept = summary_fields(record)
     kept["prompt_sha"] = record.get("prompt_sha")
     if "model_sha" in record:
@@ -373,7 +373,7 @@ def check_engine_serves(
         what = f"prompt {problem.problem_id} with sampler.max_new_tokens={sampler.max_new_tokens}"
         if rescore and engine.score_extra_tokens:
             tokens += engine.score_extra_tokens
-            what += f" and run.rescore=true (vLLM's scoring takes {engine.score_extra_tokens} more)"
+            what += f" and run.rescore=true (engine={engine.name}'s scoring takes {engine.score_extra_tokens} more)"
         engine.check_fits(tokens, what)
     return prompts
 
