@@ -332,7 +332,8 @@ def _one_line(err: BaseException) -> str:
 
 def with_default_engine(overrides: list[str]) -> list[str]:
     """Without an `engine=` override, run on vLLM when it is installed, else on transformers."""
-    if any(o.lstrip("+~").split("=", 1)[0] == "engine" for o in overrides):
+    given = {o.lstrip("+~").split("=", 1)[0] for o in overrides}
+    if "engine" in given:
         return overrides
     import importlib.util
 
@@ -340,7 +341,7 @@ def with_default_engine(overrides: list[str]) -> list[str]:
         return [*overrides, "engine=vllm"]
     chosen = [*overrides, "engine=hf"]
     where = "on the CPU"
-    if not any(o.lstrip("+~").split("=", 1)[0] == "engine.device" for o in overrides) and _torch_sees_cuda():
+    if "engine.device" not in given and _torch_sees_cuda():
         # The hf engine's own default is the CPU; a GPU machine without vLLM should still use its GPU.
         chosen.append("engine.device=cuda")
         where = "on the GPU (engine.device=cuda)"

@@ -57,11 +57,11 @@ import numpy as np
 from presto.engines.base import Closed, Engine, SuffixRequest, SuffixResult, check_threads
 from presto.engines.chat_text import ChatText, eos_ids, generation_eos
 from presto.engines.errors import EngineUnavailableError
+from presto.engines.threads import STARTUP_OMP, set_torch_threads, usable_cores
 from presto.engines.threads import omp_threads as _omp_threads
-from presto.engines.threads import set_torch_threads, usable_cores
 
 # --- process environment: must happen before torch / vLLM are imported ----------------
-_USER_OMP = os.environ.get("OMP_NUM_THREADS")
+_USER_OMP = STARTUP_OMP  # the user's, read before this module exports its own (one reading for every engine)
 _TORCH_WAS_IMPORTED = "torch" in sys.modules
 if os.environ.get("VLLM_ENABLE_V1_MULTIPROCESSING", "0") != "0":
     warnings.warn(
@@ -196,8 +196,8 @@ def _set_threads(threads: int | None) -> int:
 
         # torch read OMP_NUM_THREADS when it was imported (by the predictor, by a script, by an
         # earlier engine): its pool has that count until it is set here.
-        if torch.get_num_threads() != wanted:
-            before = torch.get_num_threads()
+        before = torch.get_num_threads()
+        if before != wanted:
             set_torch_threads(wanted)
             if torch.get_num_threads() != wanted and not _THREAD_WARNING_SHOWN:
                 _THREAD_WARNING_SHOWN = True

@@ -53,9 +53,9 @@ def resolve(setting: bool | str, platform: str, environ: Mapping[str, str]) -> b
     kernels cost throughput there). On a GPU the user's own VLLM_BATCH_INVARIANT=1 wins over
     ``false`` (it is never withdrawn), with a warning: the engine is then batch-invariant, and
     says so instead of warning that its chains may differ."""
-    users_switch = environ.get(_BATCH_INVARIANT_VARIABLE, "0") == "1" and _BATCH_INVARIANT_VARIABLE not in _exported
+    users_switch = environ.get(_BATCH_INVARIANT_VARIABLE, "0") == "1"
     if setting != "auto":
-        if not setting and platform != "cpu" and users_switch:
+        if not setting and platform != "cpu" and users_switch and _BATCH_INVARIANT_VARIABLE not in _exported:
             warnings.warn(
                 f"{_BATCH_INVARIANT_VARIABLE}=1 is exported, so vLLM runs its batch-invariant kernels although "
                 "engine.batch_invariant=false (exact, and slower); unset it for vLLM's faster kernels",
@@ -63,7 +63,7 @@ def resolve(setting: bool | str, platform: str, environ: Mapping[str, str]) -> b
             )
             return True
         return bool(setting)
-    return platform == "cpu" or environ.get(_BATCH_INVARIANT_VARIABLE, "0") == "1"
+    return platform == "cpu" or users_switch
 
 
 def configure(enabled: bool, platform: str) -> None:
