@@ -313,6 +313,73 @@ def test_usable_requests_match_path_enumeration(seed):
     np.testing.assert_allclose(shared_request_walk(sorted(cuts, reverse=True), length, per_depth(h))[1], 1.0)
 
 
+def walk_by_paths(cuts, length, h, logq=None):
+    """shared_request_walk's two items by following every path of accepts, rejects and (with
+    ``logq``) agreement outcomes one by one, with a branch h(depth, cut, node cut, accepts)
+    that depends on the path; no states are merged."""
+    depths, grid = len(cuts), sorted({*cuts, length})
+    realize, usable = np.zeros(depths), np.zeros(depths)
+
+    def repeats_from(cut, upto):  # P(the proposal repeats the root's tokens cut..upto-1)
+        return float(np.exp(np.sum(logq[cut:upto]))) if logq is not None else float(upto == cut)
+
+    def follow(d, node_cut, agree, accepts, walking, p):
+        if d == depths:
+            return
+        cut = cuts[d]
+        walking = walking and cut <= agree
+        realize[d] += p * walking
+        usable[d] += p * (cut <= agree)
+        hh = h(d, cut, node_cut, accepts)
+        if cut > agree:  # decided in a later round, from a prefix that already differs
+            follow(d + 1, node_cut, agree, accepts, walking, p * (1 - hh))
+            follow(d + 1, cut, agree, accepts + 1, walking, p * hh)
+            return
+        repeat = repeats_from(cut, length) if logq is not None else 0.0
+        if agree == length:  # at the root, an identical suffix has MH ratio 1
+            h_differ = min(1.0, max(0.0, (hh - repeat) / (1 - repeat))) if repeat < 1 else 0.0
+            rejected, h_repeat = (1 - repeat) * (1 - h_differ), 1.0
+        else:
+            h_differ, rejected, h_repeat = hh, 1 - hh, hh
+        follow(d + 1, node_cut, agree, accepts, walking, p * rejected)
+        if repeat > 0:
+            follow(d + 1, cut, length, accepts + 1, walking, p * h_repeat * repeat)
+        points = [v for v in grid if cut <= v < length]
+        for v, above in zip(points, [*points[1:], length], strict=True):
+            # The proposal first differs from the root at a token in [v, next grid point).
+            lands = repeats_from(cut, v) - repeats_from(cut, above) if logq is not None else float(v == cut)
+            if lands > 0:
+                follow(d + 1, cut, v, accepts + 1, walking, p * h_differ * lands)
+
+    follow(0, length, length, 0, True, 1.0)
+    return realize, usable
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_path_dependent_walk_matches_following_every_path(seed):
+    """With a branch that reads the node cut and the accepts (a predictor with path features), the
+    DP's merged states give what following every path one by one gives, with and without repeats."""
+    rng = np.random.default_rng(700 + seed)
+    length, depths = int(rng.integers(4, 10)), int(rng.integers(1, 6))
+    cuts = rng.integers(length, size=depths).tolist()
+    logq = np.log(rng.uniform(0.4, 1.0, size=length))
+    w = rng.normal(size=4)
+
+    def h(depth, cut, node_cut, accepts):
+        return 1 / (1 + np.exp(-(w[0] + w[1] * node_cut / length + w[2] * accepts + w[3] * cut / length + depth / 4)))
+
+    def branch(depth, cut, node_cuts, accepts):
+        return h(depth, cut, np.asarray(node_cuts, dtype=float), np.asarray(accepts, dtype=float))
+
+    for repeats in (None, logq):
+        dp = shared_request_walk(cuts, length, branch, repeat_logq=repeats)
+        np.testing.assert_allclose(dp, walk_by_paths(cuts, length, h, repeats), atol=1e-10)
+    # The same branch read at the root state only is a different (path-independent) walk.
+    flat = shared_request_walk(cuts, length, branch, repeat_logq=logq, path_dependent=False)
+    at_root = walk_by_paths(cuts, length, lambda depth, cut, m, a: h(depth, cut, length, 0), logq)
+    np.testing.assert_allclose(flat, at_root, atol=1e-10)
+
+
 def test_usable_requests_by_hand():
     # Depth 0 (cut 4) accepted w.p. 0.5 moves the agreement to 4: depth 1 (cut 6) is then
     # deferred, and depth 2 (cut 2) is still the chain's whatever happens at depth 1.

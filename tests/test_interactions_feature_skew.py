@@ -234,18 +234,20 @@ def served_rows(monkeypatch):
 
     plans: list[dict] = []
     made: dict[int, tuple] = {}
-    real_features, real_matrix = predictive.node_features, predictive.feature_matrix
+    real_features, real_matrix = predictive.node_features, predictive.broadcast_feature_matrix
     real_plan = predictive.PredictiveTraversal.plan
 
-    def node_features(root, cut, depth, node_cut, accepts):
-        row = real_features(root, cut, depth, node_cut, accepts)
-        made[id(row)] = (int(depth), int(cut), int(node_cut), int(accepts))
-        return row
+    def node_features(root, cut, depth, node_cut, accepts):  # node cuts and accepts: one or one per state
+        columns = real_features(root, cut, depth, node_cut, accepts)
+        made[id(columns)] = (int(depth), int(cut), np.atleast_1d(node_cut), np.atleast_1d(accepts))
+        return columns
 
-    def feature_matrix(rows, names):
-        matrix = real_matrix(rows, names)
-        for row, vector in zip(rows, matrix, strict=True):
-            plans[-1]["rows"][made[id(row)]] = vector.copy()
+    def broadcast_feature_matrix(columns, names, count):
+        matrix = real_matrix(columns, names, count)
+        depth, cut, node_cuts, accepts = made[id(columns)]
+        states = zip(np.broadcast_to(node_cuts, (count,)), np.broadcast_to(accepts, (count,)), strict=True)
+        for (node_cut, accepted), vector in zip(states, matrix, strict=True):
+            plans[-1]["rows"][(depth, cut, int(node_cut), int(accepted))] = vector.copy()
         plans[-1]["names"] = tuple(names)
         return matrix
 
@@ -255,7 +257,7 @@ def served_rows(monkeypatch):
         return real_plan(self, kernel, root, inputs, depth_cap, budget, reusable)
 
     monkeypatch.setattr(predictive, "node_features", node_features)
-    monkeypatch.setattr(predictive, "feature_matrix", feature_matrix)
+    monkeypatch.setattr(predictive, "broadcast_feature_matrix", broadcast_feature_matrix)
     monkeypatch.setattr(predictive.PredictiveTraversal, "plan", plan)
     return plans
 

@@ -93,6 +93,18 @@ def label_of(log_accept: float | None, epsilon: float) -> int:
     return 2
 
 
+def broadcast_feature_matrix(columns: Mapping[str, float | np.ndarray], names: Sequence[str], count: int) -> np.ndarray:
+    """The (count, len(names)) matrix of features given as one value or one array of ``count`` values
+    each (:func:`~presto.prefetch.tree.node_features` of many DP states at once); a missing name is a
+    KeyError naming it."""
+    out = np.empty((count, len(names)))
+    for j, name in enumerate(names):
+        if name not in columns:
+            raise KeyError(f"feature {name!r} is not among the node features this version computes")
+        out[:, j] = np.broadcast_to(np.asarray(columns[name], dtype=np.float64), (count,))
+    return out
+
+
 def feature_matrix(rows: Sequence[Mapping[str, float]], names: Sequence[str]) -> np.ndarray:
     """Stack feature dicts into an (n, len(names)) float array; a missing name is a KeyError naming it."""
     out = np.empty((len(rows), len(names)))

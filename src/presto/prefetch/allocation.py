@@ -31,7 +31,7 @@ the predictive traversal and the unit tests share it.
 
 from __future__ import annotations
 
-from collections import defaultdict, deque
+from collections import deque
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
@@ -260,6 +260,57 @@ BranchFn = Callable[[int, int, np.ndarray, np.ndarray], np.ndarray]
 """(depth d, cut c_d, node cuts, accepts on path) -> predicted P(accept) per DP state."""
 
 
+@dataclass(frozen=True)
+class _WalkStates:
+    """The shared-request walk's states as parallel arrays: node cut m, agreement L, accepts
+    a, still on this call's walk, and probability."""
+
+    m: np.ndarray
+    agree: np.ndarray
+    a: np.ndarray
+    walking: np.ndarray
+    p: np.ndarray
+
+    @classmethod
+    def start(cls, length: int) -> _WalkStates:
+        return cls(np.array([length]), np.array([length]), np.array([0]), np.array([True]), np.array([1.0]))
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[_WalkStates]) -> _WalkStates:
+        return cls(*(np.concatenate([getattr(part, name) for part in parts]) for name in cls.__dataclass_fields__))
+
+    def take(self, rows: np.ndarray) -> _WalkStates:
+        return _WalkStates(self.m[rows], self.agree[rows], self.a[rows], self.walking[rows], self.p[rows])
+
+    def with_probability(self, p: np.ndarray) -> _WalkStates:
+        return _WalkStates(self.m, self.agree, self.a, self.walking, p)
+
+    def groups(self, ignore_agreement: bool = False) -> tuple[np.ndarray, np.ndarray, int]:
+        """(first row of each distinct state, each row's group, number of groups); the states are
+        told apart by (m, a, walking) alone when ``ignore_agreement``."""
+        agree = 0 if ignore_agreement else self.agree
+        span = int(max(self.m.max(initial=0), self.agree.max(initial=0))) + 1
+        key = ((self.m * span + agree) * (int(self.a.max(initial=0)) + 1) + self.a) * 2 + self.walking
+        keys, first, inverse = np.unique(key, return_index=True, return_inverse=True)
+        return first, inverse.ravel(), len(keys)
+
+    def merged(self) -> _WalkStates:
+        """One row per distinct state, probabilities summed."""
+        first, group, count = self.groups()
+        return self.take(first).with_probability(np.bincount(group, weights=self.p, minlength=count))
+
+    def spread(self, agreements: Sequence[int], weights: Sequence[float]) -> _WalkStates:
+        """Every state once per agreement, with that agreement and its probability times the weight."""
+        count = len(agreements)
+        return _WalkStates(
+            np.tile(self.m, count),
+            np.repeat(np.asarray(agreements, dtype=self.m.dtype), len(self.p)),
+            np.tile(self.a, count),
+            np.tile(self.walking, count),
+            np.outer(np.asarray(weights, dtype=np.float64), self.p).ravel(),
+        )
+
+
 def shared_request_walk(
     cuts: Sequence[int],
     length: int,
@@ -297,26 +348,31 @@ def shared_request_walk(
     cut-level Condition 1, a lower bound).
 
     With ``path_dependent=False`` the branch ignores (m, a), and states merge on L alone.
+
+    The states are numpy arrays, merged by key after every depth. A path-dependent walk has
+    O(D^3) states (m, L and a each take up to D + 1 values), so the moves of an accepted
+    proposal, whose destination (c_d, L', a + 1) does not depend on m or L, are summed per
+    (a, still walking) before they spread over the law of L': the work per depth is linear
+    in the states, not in states times grid points (64 depths: 0.2 s, not 6 s).
     """
     cuts = [int(c) for c in cuts]
+    length = int(length)
     realize, usable = np.zeros(len(cuts)), np.zeros(len(cuts))
-    grid = sorted({*cuts, int(length)})
+    grid = sorted({*cuts, length})
     if repeat_logq is not None:
         prefix = np.concatenate([[0.0], np.cumsum(np.asarray(repeat_logq, dtype=np.float64))])
-    # (node cut m, agreement L, accepts a, still on this call's walk) -> probability
-    states: dict[tuple[int, int, int, bool], float] = {(int(length), int(length), 0, True): 1.0}
+    states = _WalkStates.start(length)
     for d, cut in enumerate(cuts):
         # A walk stops (is deferred) at its first depth whose cut its state no longer holds;
         # the chain goes on, and so does this DP.
-        kept: dict[tuple[int, int, int, bool], float] = defaultdict(float)
-        for (m, agree, a, walking), p in states.items():
-            if p > 1e-12:
-                kept[(m, agree, a, walking and cut <= agree)] += p
-        states = kept
-        if not states:
+        states = _WalkStates(states.m, states.agree, states.a, states.walking & (cut <= states.agree), states.p)
+        states = states.merged()
+        states = states.take(states.p > 1e-12)
+        if not len(states.p):
             break
-        realize[d] = sum(p for key, p in states.items() if key[3])
-        usable[d] = sum(p for key, p in states.items() if cut <= key[1])
+        live = cut <= states.agree
+        realize[d] = states.p[states.walking].sum()
+        usable[d] = states.p[live].sum()
         # Law of the new agreement on the grid below T, and the chance of an exact repeat.
         if repeat_logq is None:
             law, repeat = [(cut, 1.0)], 0.0
@@ -325,36 +381,41 @@ def shared_request_walk(
             survive = [float(np.exp(prefix[v] - prefix[cut])) for v in above] + [0.0]
             repeat = survive[-2]  # P(the proposal equals the root's suffix)
             law = [(v, survive[i] - survive[i + 1]) for i, v in enumerate(above[:-1]) if survive[i] > survive[i + 1]]
-        node_cuts = np.array([key[0] for key in states], dtype=np.int64)
-        accepts = np.array([key[2] for key in states], dtype=np.int64)
-        h = np.clip(np.asarray(branch(d, cut, node_cuts, accepts), dtype=np.float64), 0.0, 1.0)
-        nxt: dict[tuple[int, int, int, bool], float] = defaultdict(float)
-        for ((m, agree, a, walking), p), hh in zip(states.items(), h, strict=True):
-            stay = (m, agree, a, walking) if path_dependent else (int(length), agree, 0, walking)
-            if cut > agree:
-                # A stopped walk's transition is decided later, from a prefix that already
-                # differs from the root's before the cut: the agreement stays where it is.
-                nxt[stay] += p * (1.0 - hh)
-                nxt[(cut, agree, a + 1, walking) if path_dependent else stay] += p * hh
-                continue
-            if agree < length:
-                # Not at the root: a proposal that repeats the root's suffix is a real move (back
-                # to the root), accepted with the predicted probability like any other.
-                rejected, h_repeat, h_differ = 1.0 - hh, hh, hh
-            else:
-                # At the root, an exact repeat has MH ratio 1 and is always accepted; the rest of
-                # the predicted acceptance goes to proposals that differ from the root somewhere.
-                differ = 1.0 - repeat
-                h_differ = min(1.0, max(0.0, (hh - repeat) / differ)) if differ > 0 else 0.0
-                rejected, h_repeat = differ * (1.0 - h_differ), 1.0
-            nxt[stay] += p * rejected
-            if repeat > 0:
-                whole = (cut, int(length), a + 1) if path_dependent else (int(length), int(length), 0)
-                nxt[(*whole, walking)] += p * h_repeat * repeat
-            for v, q in law:
-                moved = (cut, v, a + 1) if path_dependent else (int(length), v, 0)
-                nxt[(*moved, walking)] += p * h_differ * q
-        states = nxt
+        h = np.clip(np.asarray(branch(d, cut, states.m, states.a), dtype=np.float64), 0.0, 1.0)
+        # Not at the root (L < T), a proposal that repeats the root's suffix is a real move
+        # (back to the root), accepted with the predicted probability like any other. At the
+        # root, an exact repeat has MH ratio 1 and is always accepted; the rest of the
+        # predicted acceptance goes to proposals that differ from the root somewhere.
+        at_root = live & (states.agree >= length)
+        differ = 1.0 - repeat
+        h_differ = np.where(at_root, np.clip((h - repeat) / differ, 0.0, 1.0) if differ > 0 else 0.0, h)
+        h_repeat = np.where(at_root, 1.0, h)
+        rejected = np.where(at_root, differ * (1.0 - h_differ), 1.0 - h)
+        # An accepted proposal makes the node's cut c_d and adds an accept (path-dependent).
+        accepted = _WalkStates(
+            np.full_like(states.m, cut) if path_dependent else states.m,
+            states.agree,
+            states.a + 1 if path_dependent else states.a,
+            states.walking,
+            states.p,
+        )
+        stopped, moving = accepted.take(~live), accepted.take(live)
+        # A decided move lands on (c_d, L', a + 1) whatever m and L were: sum those first, then
+        # spread them over the law of L' (linear in the states, not states x grid points).
+        first, group, count = moving.groups(ignore_agreement=True)
+        sources = moving.take(first)
+        differing = sources.with_probability(np.bincount(group, moving.p * h_differ[live], minlength=count))
+        repeating = sources.with_probability(np.bincount(group, moving.p * h_repeat[live], minlength=count))
+        states = _WalkStates.concatenate(
+            [
+                states.with_probability(states.p * rejected),
+                # A stopped walk's transition is decided later, from a prefix that already differs
+                # from the root's before the cut: an acceptance keeps the agreement where it is.
+                stopped.with_probability(stopped.p * h[~live]),
+                differing.spread([v for v, _ in law], [q for _, q in law]),
+                repeating.spread([length], [repeat]),
+            ]
+        )
     return realize, usable
 
 

@@ -68,7 +68,7 @@ import numpy as np
 
 from presto.config import ConfigError, absolute
 from presto.engines.base import SuffixRequest
-from presto.predictor.features import feature_matrix
+from presto.predictor.features import broadcast_feature_matrix
 from presto.predictor.hotload import HotPredictor, Predictor
 from presto.predictor.provenance import provenance_mismatch
 from presto.prefetch.allocation import (
@@ -373,12 +373,15 @@ class PredictiveTraversal(Traversal):
                 return np.full(len(node_cuts), 0.5)
             if PATH_FEATURES.isdisjoint(predictor.feature_names):
                 row = node_features(root, cut, depth, root.length, 0)
-                h = predictor.branch_probability(feature_matrix([row], predictor.feature_names))
+                h = predictor.branch_probability(broadcast_feature_matrix(row, predictor.feature_names, 1))
                 return np.full(len(node_cuts), float(h[0]))
-            # The DP's states share (node cut, accepts) across agreements: featurize each pair once.
-            pairs, index = np.unique(np.column_stack([node_cuts, accepts]), axis=0, return_inverse=True)
-            rows = [node_features(root, cut, depth, int(m), int(a)) for m, a in pairs]
-            return predictor.branch_probability(feature_matrix(rows, predictor.feature_names))[index.ravel()]
+            # The DP's states share (node cut, accepts) across agreements: featurize each pair once,
+            # all pairs in one call (the root's statistics around the cut are the same for all).
+            span = int(accepts.max(initial=0)) + 1
+            pairs, index = np.unique(node_cuts * span + accepts, return_inverse=True)
+            columns = node_features(root, cut, depth, pairs // span, pairs % span)
+            matrix = broadcast_feature_matrix(columns, predictor.feature_names, len(pairs))
+            return predictor.branch_probability(matrix)[index.ravel()]
 
         return branch
 

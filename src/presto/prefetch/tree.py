@@ -48,7 +48,9 @@ PATH_FEATURES = frozenset({"parent_cut", "parent_cut_fraction", "gap", "gap_frac
 uses none of them gives every node of a depth the same prediction."""
 
 
-def node_features(root: ChainState, cut: int, depth: int, node_cut: int, accepts: int) -> dict[str, float]:
+def node_features(
+    root: ChainState, cut: int, depth: int, node_cut: int | np.ndarray, accepts: int | np.ndarray
+) -> dict[str, float | np.ndarray]:
     """What a predictor may know about a decision before its proposal is generated.
 
     ``node_cut`` is the paper's c_i, the cut index of the node: the cut of the last
@@ -56,7 +58,8 @@ def node_features(root: ChainState, cut: int, depth: int, node_cut: int, accepts
     child keeps its parent's). ``cut`` is c_j, the cut of the node's own request. The
     likelihood (log q) and entropy statistics read the ROOT state around ``cut``: the
     root is all a traversal knows when it assembles a batch, so logging and prediction
-    compute the same numbers (this function serves both).
+    compute the same numbers (this function serves both). Given arrays of ``node_cut`` and
+    ``accepts`` (the predictive DP's states at one depth), the path features are arrays too.
     """
     length = max(root.length, 1)
     features = {
