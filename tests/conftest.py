@@ -162,6 +162,49 @@ def toy_overrides(table, steps: int = 6) -> tuple[str, ...]:
     )
 
 
+def paper_features(logq, entropy, cut: int, depth: int, node_cut: int, accepts: int) -> dict[str, float]:
+    """Appendix E.7's features of a request, recomputed here from a root's per-token log q and entropy
+    (an independent reference for presto.prefetch.tree.node_features, not a call to it).
+
+    c_j = ``cut`` (the request), c_i = ``node_cut`` (the cut of the last accepted proposal on the path,
+    T at the root), T = len(logq); per statistic: value at the first resampled position (``cut``),
+    change into it, change out of it, mean from it.
+    """
+    length = len(logq)
+    out = {
+        "cut_fraction": cut / length,
+        "parent_cut": node_cut,
+        "parent_cut_fraction": node_cut / length,
+        "gap": node_cut - cut,
+        "gap_fraction": (node_cut - cut) / length,
+        "depth": depth,
+        "accepts_on_path": accepts,
+        "length": length,
+    }
+    for name, values in (("logq", logq), ("entropy", entropy)):
+        values = [float(v) for v in values]
+        at = values[cut]
+        out[f"{name}_at_cut"] = at
+        out[f"{name}_into_cut"] = at - values[cut - 1] if cut >= 1 else 0.0
+        out[f"{name}_out_of_cut"] = values[cut + 1] - at if cut + 1 < length else 0.0
+        out[f"{name}_suffix_mean"] = sum(values[cut:]) / (length - cut)
+    return out
+
+
+STAND_IN_NVIDIA_SMI = '#!/usr/bin/env bash\necho "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-stand-in)"\n'
+"""An ``nvidia-smi`` that lists one GPU, for the GPU scripts' preflight on a machine without one."""
+
+
+def stand_in_tools(folder: Path, tools: dict[str, str]) -> Path:
+    """``folder`` holding one executable script per name (e.g. nvidia-smi, python), for a PATH
+    (or $PYTHON) that a script under test runs instead of the real tools."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name, script in tools.items():
+        (folder / name).write_text(script)
+        (folder / name).chmod(0o755)
+    return folder
+
+
 def load_script(name: str):
     """scripts/NAME.py as a module, to call its ``main(argv)`` in this process (scripts/ importable too)."""
     if str(PROJECT_ROOT / "scripts") not in sys.path:

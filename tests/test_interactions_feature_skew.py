@@ -39,6 +39,7 @@ import numpy as np
 import pytest
 
 from tests.conftest import compose_run, toy_overrides, training_config, write_toy_table
+from tests.conftest import paper_features as reference_features
 
 SAMPLERS = ("powermh", "entropycut", "multitry")
 FEATURE_SPECS = {
@@ -83,31 +84,9 @@ def feasible(record: dict) -> list[dict]:
 
 
 def paper_features(root, cut: int, depth: int, node_cut: int, accepts: int) -> dict[str, float]:
-    """Appendix E.7's features, recomputed here from the root's arrays (not from presto's code).
-
-    c_j = ``cut`` (the request), c_i = ``node_cut`` (the cut of the last accepted proposal on the
-    path, T at the root), T the root's length; statistics of the root's per-token log q and entropy:
-    value at the first resampled position (``cut``), change into it, change out of it, mean from it.
-    """
-    length = len(root.tokens)
-    out = {
-        "cut_fraction": cut / length,
-        "parent_cut": node_cut,
-        "parent_cut_fraction": node_cut / length,
-        "gap": node_cut - cut,
-        "gap_fraction": (node_cut - cut) / length,
-        "depth": depth,
-        "accepts_on_path": accepts,
-        "length": length,
-    }
-    for name, values in (("logq", root.logq), ("entropy", root.entropy)):
-        values = [float(v) for v in values]
-        at = values[cut]
-        out[f"{name}_at_cut"] = at
-        out[f"{name}_into_cut"] = at - values[cut - 1] if cut >= 1 else 0.0
-        out[f"{name}_out_of_cut"] = values[cut + 1] - at if cut + 1 < length else 0.0
-        out[f"{name}_suffix_mean"] = sum(values[cut:]) / (length - cut)
-    return out
+    """Appendix E.7's features of a request from the root state's arrays (tests.conftest's reference)."""
+    assert len(root.logq) == len(root.entropy) == len(root.tokens)
+    return reference_features(root.logq, root.entropy, cut, depth, node_cut, accepts)
 
 
 @pytest.fixture(scope="module")

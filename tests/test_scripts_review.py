@@ -18,12 +18,20 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import PROJECT_ROOT, call_script, load_script, one_error_line, toy_overrides, write_toy_table
+from tests.conftest import (
+    PROJECT_ROOT,
+    STAND_IN_NVIDIA_SMI,
+    call_script,
+    load_script,
+    one_error_line,
+    stand_in_tools,
+    toy_overrides,
+    write_toy_table,
+)
 
 GPU_CHECK = PROJECT_ROOT / "scripts" / "gpu_check.sh"
 TOY_TABLE = PROJECT_ROOT / "scripts" / "toy_table.py"
 
-FAKE_NVIDIA_SMI = '#!/usr/bin/env bash\necho "GPU 0: stand-in"\n'
 # Records "cwd<TAB>args" per call; pytest and benchmark.py exit with $FAKE_PYTEST / $FAKE_BENCH.
 FAKE_PYTHON = """#!/usr/bin/env bash
 printf '%s\\t%s\\n' "$PWD" "$*" >> "$FAKE_CALLS"
@@ -35,12 +43,7 @@ exit 0
 
 @pytest.fixture
 def gpu_check(tmp_path):
-    bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "nvidia-smi").write_text(FAKE_NVIDIA_SMI)
-    (bin_dir / "python").write_text(FAKE_PYTHON)
-    for tool in bin_dir.iterdir():
-        tool.chmod(0o755)
+    bin_dir = stand_in_tools(tmp_path / "bin", {"nvidia-smi": STAND_IN_NVIDIA_SMI, "python": FAKE_PYTHON})
     calls = tmp_path / "calls.txt"
     cwd = tmp_path / "caller dir"  # a space: every path must be quoted
     cwd.mkdir()

@@ -25,7 +25,7 @@ from presto.samplers.chain import BlockSchedule, SequentialStepper, run_chain
 from presto.samplers.entropycut import EntropyCut
 from presto.samplers.powermh import PowerMH
 from presto.samplers.randomness import ChainKey
-from tests.conftest import write_toy_table
+from tests.conftest import paper_features, write_toy_table
 from tests.test_runner_review_fixes import toy_run_config
 from tests.toy_model import ToyModel
 
@@ -54,13 +54,6 @@ class ReuseAfterFirst(BreadthFirst):
     def plan(self, kernel, root, inputs, depth_cap, budget, reusable=()):
         width = min(budget, depth_cap) if inputs(0).transition == 0 else 1
         return {d: kernel.cut(root, inputs(d)) for d in range(width)}
-
-
-def around(values: list[float], cut: int) -> tuple[float, float, float, float]:
-    """Value at position cut (the first resampled one), change into it, change out of it, mean from it."""
-    into = values[cut] - values[cut - 1] if cut > 0 else 0.0
-    out = values[cut + 1] - values[cut] if cut + 1 < len(values) else 0.0
-    return values[cut], into, out, sum(values[cut:]) / len(values[cut:])
 
 
 def check_rounds(kernel, engine, model, key, schedule, budget, max_nodes, traversal) -> dict:
@@ -105,20 +98,7 @@ def check_rounds(kernel, engine, model, key, schedule, budget, max_nodes, traver
                 continue
             cut = node["cut"]
             assert cut == kernel.cut(model.state(root, tau=TAU), inputs)  # the decision's cut from the root
-            expected = {
-                "cut_fraction": cut / length,
-                "parent_cut": node_cut,
-                "parent_cut_fraction": node_cut / length,
-                "gap": node_cut - cut,
-                "gap_fraction": (node_cut - cut) / length,
-                "depth": depth,
-                "accepts_on_path": accepts,
-                "length": length,
-            }
-            for name, values in (("logq", root_logq), ("entropy", root_entropy)):
-                stats = ("at_cut", "into_cut", "out_of_cut", "suffix_mean")
-                for stat, value in zip(stats, around(values, cut), strict=True):
-                    expected[f"{name}_{stat}"] = value
+            expected = paper_features(root_logq, root_entropy, cut, depth, node_cut, accepts)
             assert node["features"].keys() == expected.keys()
             for name, value in expected.items():
                 assert node["features"][name] == pytest.approx(value, abs=1e-12), (name, node)
