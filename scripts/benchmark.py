@@ -318,6 +318,7 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     from presto.baselines import BASELINES
     from presto.cli import check_group_choices, with_default_engine
     from presto.config import ConfigError, validate, validate_sampler
+    from presto.eval.machine_load import BUSY_OTHERS_CORES, FLAG_MIN_WALL_S, as_cores, cpu_snapshot, others_cpu_s
     from presto.prefetch.clairvoyant import ClairvoyantTraversal, TrajectoryRecorder
     from presto.prefetch.presto import PrefetchStepper
     from presto.prefetch.traversal import TRAVERSALS
@@ -408,12 +409,17 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
                         if warm is not None:  # once, before the first chain's first call
                             warm_up(engine, *warm)
                             warm = None
+                        before = cpu_snapshot()
                         record = sample_chain(engine, kernel, stepper, task, problem, chain, settings.seed, schedule)
+                        record["others_cpu_s"] = others_cpu_s(before, cpu_snapshot())
                         records[(traversal, n_pf)].append(record)
+                        others = as_cores(record["others_cpu_s"], record["wall_time_s"])
+                        busy = others >= BUSY_OTHERS_CORES and record["wall_time_s"] >= FLAG_MIN_WALL_S
                         print(
                             f"  {sampler} {traversal:>10} n_pf={n_pf:<3} {problem.problem_id} chain {chain}: "
                             f"{record['transitions'] / record['model_calls']:.2f} transitions/call, "
-                            f"{record['call_time_s']:.2f} s in calls",
+                            f"{record['call_time_s']:.2f} s in calls"
+                            + (f" (other processes kept {others:.2f} CPUs busy)" if busy else ""),
                             flush=True,
                         )
                     # The chain ran in every setting: its figures are kept at once, so an interrupted
@@ -471,6 +477,8 @@ def sampler_rows(sampler: str, records: dict, rounds: dict, expected: dict | Non
     """One row per setting of ``sampler``: totals over its chains, each paired with the sequential chain
     of the same prompt and index (they were appended in the same order). ``expected`` None leaves
     out the walk-versus-oracle columns."""
+    from presto.eval.machine_load import as_cores
+
     baseline = records[("sequential", 1)]
     base_calls = sum(r["model_calls"] for r in baseline)
     base_time = sum(r["call_time_s"] for r in baseline)
@@ -480,6 +488,7 @@ def sampler_rows(sampler: str, records: dict, rounds: dict, expected: dict | Non
         calls = sum(r["model_calls"] for r in recs)
         call_time = sum(r["call_time_s"] for r in recs)
         wall_time = sum(r["wall_time_s"] for r in recs)
+        others_cpu_s = sum(r["others_cpu_s"] for r in recs)
         transitions = sum(r["transitions"] for r in recs)
         identical = sum(same_outcome(r, b) for r, b in zip(recs, baseline, strict=True))
         same_log_a = sum(same_path(r, b) for r, b in zip(recs, baseline, strict=True))
@@ -502,6 +511,9 @@ def sampler_rows(sampler: str, records: dict, rounds: dict, expected: dict | Non
                 "wall_time_s": wall_time,
                 "host_time_s": wall_time - call_time,
                 "wall_speedup": base_wall / wall_time,
+                # CPUs other processes kept busy meanwhile (presto.eval.machine_load): near 0 on an idle
+                # machine; summed over the chains first, as one chain's ticks are coarse.
+                "others_cores": as_cores(others_cpu_s, wall_time),
                 "identical_chains": identical / len(recs),
                 "same_path_chains": same_log_a / len(recs),
                 "discarded_per_call": sum(r["discarded_requests"] for r in recs) / calls,
@@ -623,6 +635,8 @@ def print_rows(header: str, lines: list[str]) -> None:
 
 
 def print_table(rows: list[dict], cfg, metrics: dict) -> None:
+    from presto.eval.machine_load import busy_warning
+
     s = cfg.sampler
     print(
         f"\nengine={cfg.engine.name} model={cfg.model.path} dataset={cfg.dataset.name} "
@@ -640,16 +654,22 @@ def print_table(rows: list[dict], cfg, metrics: dict) -> None:
             for r in rows
         ],
     )
-    print("\nWall-clock time of the chains, and the part outside model calls (planning, walking, logging)")
+    print(
+        "\nWall-clock time of the chains, the part outside model calls (planning, walking, logging), "
+        "and the CPUs other processes kept busy meanwhile"
+    )
     print_rows(
         f"{'sampler':<11}{'traversal':<11}{'n_pf':>5}{'wall s':>9}{'host s':>9}"
-        f"{'host ms/call':>14}{'wall speedup':>14}",
+        f"{'host ms/call':>14}{'wall speedup':>14}{'others CPUs':>13}",
         [
             f"{r['sampler']:<11}{r['traversal']:<11}{r['n_pf']:>5}{r['wall_time_s']:>9.2f}{r['host_time_s']:>9.2f}"
-            f"{1000 * r['host_time_s'] / r['model_calls']:>14.1f}{r['wall_speedup']:>13.2f}x"
+            f"{1000 * r['host_time_s'] / r['model_calls']:>14.1f}{r['wall_speedup']:>13.2f}x{r['others_cores']:>13.2f}"
             for r in rows
         ],
     )
+    warning = busy_warning(max((r["others_cores"] for r in rows), default=0.0), "the benchmark")
+    if warning is not None:
+        print(warning, file=sys.stderr)
     walks = [r for r in rows if "transitions_per_round" in r]
     if walks:
         print(

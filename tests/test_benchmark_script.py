@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 
+import pytest
+
 from tests.conftest import PROJECT_ROOT, toy_overrides
 
 SCRIPT = PROJECT_ROOT / "scripts" / "benchmark.py"
@@ -82,6 +84,7 @@ def test_benchmark_compares_every_setting_with_identical_chains(toy_table, tmp_p
             assert 1.0 <= r["transitions_per_round"] <= 5
     for r in rows:  # the chains' wall time holds their call time and the host work around it
         assert r["wall_time_s"] >= r["call_time_s"] and r["host_time_s"] >= 0
+        assert 0.0 <= r["others_cores"] <= os.cpu_count()  # what other processes took meanwhile
     assert "identical" in done.stdout and f"figures written to {out}" in done.stdout
     assert "outside model calls" in done.stdout
     assert "MH transitions per prefetch round" in done.stdout
@@ -146,8 +149,9 @@ def test_rows_split_wall_time_into_calls_and_host_work():
 
     benchmark = load_script("benchmark")
 
-    def chain(call_s: float, wall_s: float, calls: int) -> dict:
+    def chain(call_s: float, wall_s: float, calls: int, others_cpu_s: float = 0.0) -> dict:
         return {
+            "others_cpu_s": others_cpu_s,
             "model_calls": calls,
             "call_time_s": call_s,
             "wall_time_s": wall_s,
@@ -162,7 +166,7 @@ def test_rows_split_wall_time_into_calls_and_host_work():
 
     records = {
         ("sequential", 1): [chain(8.0, 8.5, 4), chain(4.0, 4.5, 4)],
-        ("bfs", 20): [chain(2.0, 3.0, 1), chain(1.0, 3.0, 1)],
+        ("bfs", 20): [chain(2.0, 3.0, 1, others_cpu_s=4.5), chain(1.0, 3.0, 1, others_cpu_s=-0.01)],
     }
     rows = benchmark.sampler_rows("powermh", records, {}, expected=None)
     sequential, bfs = rows
@@ -171,6 +175,38 @@ def test_rows_split_wall_time_into_calls_and_host_work():
     assert bfs["wall_time_s"] == 6.0 and bfs["host_time_s"] == 3.0
     assert bfs["speedup"] == 4.0  # in call time: 12 s against 3 s
     assert bfs["wall_speedup"] == 13.0 / 6.0  # in wall time, host work included
+    # Other processes' CPU seconds over the setting's wall time (a tick's negative noise included).
+    assert sequential["others_cores"] == 0.0 and bfs["others_cores"] == pytest.approx(4.49 / 6.0)
+
+
+def test_a_benchmark_on_a_busy_machine_says_so(toy_table, tmp_path, monkeypatch, capsys):
+    """Chains timed while other processes kept CPUs busy are flagged on their line and after the tables."""
+    import presto.eval.machine_load as machine_load
+    import presto.runner.run as runner
+    from tests.conftest import call_script, load_script
+
+    benchmark = load_script("benchmark")
+    steps = iter(range(10**6))
+
+    def snapshot():  # between two snapshots, other processes use 0.6 CPU seconds
+        step = next(steps)
+        return machine_load.CpuSnapshot(wall_s=float(step), machine_busy_s=0.6 * step, own_s=0.0)
+
+    real_sample_chain = runner.sample_chain
+
+    def two_second_chain(*args, **kwargs):  # toy chains take milliseconds: too short to flag alone
+        record = real_sample_chain(*args, **kwargs)
+        return {**record, "wall_time_s": 2.0}
+
+    monkeypatch.setattr(machine_load, "cpu_snapshot", snapshot)
+    monkeypatch.setattr(runner, "sample_chain", two_second_chain)
+    out = tmp_path / "figures.json"
+    args = ("--samplers", "powermh", "--traversals", "bfs", "--n-pf", "3", *toy_overrides(toy_table))
+    assert call_script(benchmark, *args, "--out", str(out)) == 0
+    captured = capsys.readouterr()
+    assert captured.out.count("(other processes kept 0.30 CPUs busy)") == 8  # 4 chains x 2 settings
+    assert "warning: other processes kept 0.30 of this machine's" in captured.err
+    assert [round(row["others_cores"], 9) for row in json.loads(out.read_text())["rows"]] == [0.3, 0.3]
 
 
 def test_benchmarks_started_in_the_same_second_write_separate_default_files(toy_table, tmp_path):
