@@ -49,3 +49,21 @@ def test_call_cost_times_the_configured_proposal_temperature(tmp_path):
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line.split()[0] for line in done.stdout.splitlines() if line.strip().endswith("x")]
     assert rows == ["0.5", "0.5+0.25,0.5,1"]
+
+
+def test_call_cost_warns_when_other_processes_kept_the_machine_busy(toy_table, monkeypatch, capsys):
+    import presto.eval.machine_load as machine_load
+    from tests.conftest import call_script, load_script
+
+    steps = iter(range(10**6))
+
+    def snapshot():  # 10 s of wall time between two snapshots, 9 CPU seconds of it others'
+        step = next(steps)
+        return machine_load.CpuSnapshot(wall_s=10.0 * step, machine_busy_s=9.0 * step, own_s=0.0)
+
+    monkeypatch.setattr(machine_load, "cpu_snapshot", snapshot)
+    toy = ("engine=toy", "model=toy", f"engine.table={toy_table}")
+    assert call_script(load_script("call_cost"), "--rows", "1", "2", "--tokens", "2", "--prompt-tokens", "3", *toy) == 0
+    captured = capsys.readouterr()
+    assert "warning: other processes kept 0.90 of this machine's" in captured.err and "these calls" in captured.err
+    assert captured.out.count("x\n") == 4  # every call's line is still printed
