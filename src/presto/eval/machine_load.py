@@ -4,10 +4,10 @@ Timings from a shared CPU are not an idle machine's, and not by the share the ot
 takes: vLLM's CPU backend binds one OpenMP thread per core and its threads wait for each
 other at every layer, so one other busy process on those cores stalls them all (on the
 2-core development machine, another process keeping about one CPU busy made the
-quickstart's calls about 14 times slower). The benchmark therefore records, per chain, the CPU that processes outside its own
-process tree used meanwhile, in cores (CPU seconds per wall second), steal time of a
-virtual machine included. A side-by-side ratio is comparable with an idle machine's when
-that figure is near zero for every setting it compares.
+quickstart's calls about 14 times slower). The benchmark therefore records, per chain, the
+CPU that processes outside its own process tree used meanwhile, in cores (CPU seconds per
+wall second), steal time of a virtual machine included. A side-by-side ratio is comparable
+with an idle machine's when that figure is near zero for every setting it compares.
 """
 
 from __future__ import annotations

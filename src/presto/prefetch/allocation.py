@@ -299,7 +299,7 @@ class _WalkStates:
         first, group, count = self.groups()
         return self.take(first).with_probability(np.bincount(group, weights=self.p, minlength=count))
 
-    def spread(self, agreements: Sequence[int], weights: Sequence[float]) -> _WalkStates:
+    def spread(self, agreements: Sequence[int] | np.ndarray, weights: Sequence[float] | np.ndarray) -> _WalkStates:
         """Every state once per agreement, with that agreement and its probability times the weight."""
         count = len(agreements)
         return _WalkStates(
@@ -358,7 +358,7 @@ def shared_request_walk(
     cuts = [int(c) for c in cuts]
     length = int(length)
     realize, usable = np.zeros(len(cuts)), np.zeros(len(cuts))
-    grid = sorted({*cuts, length})
+    grid = np.array(sorted({*cuts, length}))
     if repeat_logq is not None:
         prefix = np.concatenate([[0.0], np.cumsum(np.asarray(repeat_logq, dtype=np.float64))])
     states = _WalkStates.start(length)
@@ -373,14 +373,16 @@ def shared_request_walk(
         live = cut <= states.agree
         realize[d] = states.p[states.walking].sum()
         usable[d] = states.p[live].sum()
-        # Law of the new agreement on the grid below T, and the chance of an exact repeat.
+        # Law of the new agreement on the grid below T (where it lands, with what probability),
+        # and the chance of an exact repeat.
         if repeat_logq is None:
-            law, repeat = [(cut, 1.0)], 0.0
+            landing, chance, repeat = np.array([cut]), np.array([1.0]), 0.0
         else:
-            above = [v for v in grid if v >= cut]
-            survive = [float(np.exp(prefix[v] - prefix[cut])) for v in above] + [0.0]
-            repeat = survive[-2]  # P(the proposal equals the root's suffix)
-            law = [(v, survive[i] - survive[i + 1]) for i, v in enumerate(above[:-1]) if survive[i] > survive[i + 1]]
+            above = grid[grid >= cut]  # ends with T
+            survive = np.exp(prefix[above] - prefix[cut])  # P(the proposal repeats the root up to v)
+            repeat = float(survive[-1])  # P(the proposal equals the root's suffix)
+            drops = survive[:-1] - survive[1:]  # P(its first difference lies in [v, next grid point))
+            landing, chance = above[:-1][drops > 0], drops[drops > 0]
         h = np.clip(np.asarray(branch(d, cut, states.m, states.a), dtype=np.float64), 0.0, 1.0)
         # Not at the root (L < T), a proposal that repeats the root's suffix is a real move
         # (back to the root), accepted with the predicted probability like any other. At the
@@ -412,7 +414,7 @@ def shared_request_walk(
                 # A stopped walk's transition is decided later, from a prefix that already differs
                 # from the root's before the cut: an acceptance keeps the agreement where it is.
                 stopped.with_probability(stopped.p * h[~live]),
-                differing.spread([v for v, _ in law], [q for _, q in law]),
+                differing.spread(landing, chance),
                 repeating.spread([length], [repeat]),
             ]
         )

@@ -21,6 +21,7 @@ from presto.prefetch.traversal import Traversal, walk_decides
 from presto.prefetch.tree import log_tree
 from presto.samplers.chain import ChainTrace
 from presto.samplers.kernel import Decision
+from presto.samplers.randomness import DecisionInputs
 
 
 class PrefetchStepper:
@@ -46,12 +47,18 @@ class PrefetchStepper:
         done = 0
         generated: dict[SuffixRequest, SuffixResult] = {}  # this block's proposals, by request
         reusable: set[SuffixRequest] = set()  # the same requests without the prompt, for the planner
+        # Each decision's random inputs, drawn once for the block: the plan, the cut check, the
+        # requests, the walk and the tree log all ask for them, round after round.
+        decisions: dict[int, DecisionInputs] = {}
         while done < steps:
             root, start = state, done
             depth_cap = steps - done
 
-            def inputs(depth: int, start: int = start):
-                return key.decision(stage, start + depth)
+            def inputs(depth: int, start: int = start) -> DecisionInputs:
+                transition = start + depth
+                if transition not in decisions:
+                    decisions[transition] = key.decision(stage, transition)
+                return decisions[transition]
 
             plan = self.traversal.plan(kernel, root, inputs, depth_cap, self.budget, reusable=reusable)
             if 0 not in plan or len(plan) > self.budget or max(plan) >= depth_cap:

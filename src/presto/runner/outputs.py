@@ -83,6 +83,13 @@ def iter_jsonl(path: Path) -> Iterator[dict[str, Any]]:
 
 def numbered_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
     """:func:`iter_jsonl`'s records with their line numbers (1-based)."""
+    for number, record, _ in jsonl_lines(path):
+        yield number, record
+
+
+def jsonl_lines(path: Path) -> Iterator[tuple[int, Any, str]]:
+    """:func:`numbered_jsonl`'s records with the text of their lines (newline included), for a
+    rewrite that keeps a record as it is: serializing it again would cost more than parsing it."""
     if not path.exists():
         return
     bad: int | None = None  # a line that is not JSON: warned about once a line follows it (else torn)
@@ -92,10 +99,12 @@ def numbered_jsonl(path: Path) -> Iterator[tuple[int, Any]]:
                 print(f"warning: {path}: line {bad} is not JSON; skipped", file=sys.stderr)
                 bad = None
             try:
-                yield number, json.loads(line)
+                record = json.loads(line)
             except json.JSONDecodeError:
                 if line.strip():
                     bad = number
+                continue
+            yield number, record, line if line.endswith("\n") else line + "\n"
 
 
 def count_jsonl(path: Path) -> int:
@@ -247,8 +256,13 @@ class RunWriter:
             write_lines_atomic(self.chains_path, self._read_previous(keep))
         if resume:
             finished = self.finished()
-            trees = (dumps(t) + "\n" for t in iter_jsonl(self.trees_path) if _chain_key(t) in finished)
-            write_lines_atomic(self.trees_path, trees)  # streamed: a long run's trees.jsonl is GBs
+            # Streamed, and each kept round copied as written: a long run's trees.jsonl is GBs.
+            trees = (
+                line
+                for _, tree, line in jsonl_lines(self.trees_path)
+                if isinstance(tree, dict) and _chain_key(tree) in finished
+            )
+            write_lines_atomic(self.trees_path, trees)
         self._chains: TextIO = self.chains_path.open("a")
         # A new run starts its tree log afresh (an earlier attempt may have died before any chain finished).
         self._trees: TextIO = self.trees_path.open("a" if resume else "w")

@@ -43,7 +43,7 @@ def metropolis_accept(log_ratio: float, uniform: float) -> tuple[bool, float]:
 
 def proposal_prefix(prompt_ids: Sequence[int], state: ChainState, cut: int) -> tuple[int, ...]:
     """What a proposal at ``cut`` conditions on: the prompt, then the state's first ``cut`` tokens."""
-    return tuple(prompt_ids) + tuple(int(t) for t in state.tokens[:cut])
+    return tuple(prompt_ids) + tuple(state.tokens[:cut].tolist())  # Python ints, in one pass (not per token)
 
 
 class Kernel(ABC):
