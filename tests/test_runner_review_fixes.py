@@ -194,6 +194,24 @@ def test_numpy_scalars_become_json():
     assert json.loads(dumps(record)) == {"ok": True, "n": 3, "x": 0.5, "bad": None}
 
 
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"a": 1.5, "b": [1, 2.0, float("nan")], "c": np.float32(0.1)},  # a non-finite float deep down
+        {"x": np.arange(3), "y": np.array([1.0, np.inf]), "z": np.bool_(True), "t": (1, np.int64(3))},
+        {"d": {1: np.float64(2.5), "e": np.longdouble(1.25)}, "k": -0.0, "l": 1e308, "s": "é"},
+        {np.int64(3): 1},  # a numpy key
+        {"nodes": [{"cut": np.int64(5), "features": {"f": 0.25, "g": np.float64(-1e-300)}}] * 3},
+    ],
+)
+def test_dumps_writes_what_the_plain_conversion_writes(record):
+    """dumps writes finite Python records directly (numpy values through json's hook) and falls back
+    to the whole-record conversion otherwise: either way, the same line."""
+    from presto.runner.outputs import _plain, dumps
+
+    assert dumps(record) == json.dumps(_plain(record), allow_nan=False)
+
+
 def test_resuming_refuses_chains_whose_prompt_is_no_longer_that_ids_prompt(toy_table, tmp_path):
     """Positional ids (``math500/7`` from a file without an id column) would attach an edited
     file's problems to the old chains; each record's prompt_sha catches it."""

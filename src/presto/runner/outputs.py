@@ -32,8 +32,20 @@ def _plain(value: Any) -> Any:
     return value
 
 
+def _numpy_default(value: Any) -> Any:
+    """json's hook for what it cannot write itself: numpy values, as :func:`_plain` makes them."""
+    if isinstance(value, np.ndarray | np.generic):
+        return _plain(value)
+    raise TypeError(f"{type(value).__name__} is not JSON serializable")
+
+
 def dumps(record: dict[str, Any]) -> str:
-    return json.dumps(_plain(record), allow_nan=False)
+    """One JSON line. Records are mostly finite Python values, written directly (numpy values
+    through the hook); one holding a non-finite float, or a numpy dict key, is made plain first."""
+    try:
+        return json.dumps(record, allow_nan=False, default=_numpy_default)
+    except (ValueError, TypeError):
+        return json.dumps(_plain(record), allow_nan=False)
 
 
 def write_text_atomic(path: Path, text: str, *, durable: bool = True) -> None:
