@@ -318,7 +318,7 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
     from presto.baselines import BASELINES
     from presto.cli import check_group_choices, with_default_engine
     from presto.config import ConfigError, validate, validate_sampler
-    from presto.eval.machine_load import BUSY_OTHERS_CORES, FLAG_MIN_WALL_S, as_cores, cpu_snapshot, others_cpu_s
+    from presto.eval.machine_load import as_cores, cpu_snapshot, is_busy, others_cpu_s, window_s
     from presto.prefetch.clairvoyant import ClairvoyantTraversal, TrajectoryRecorder
     from presto.prefetch.presto import PrefetchStepper
     from presto.prefetch.traversal import TRAVERSALS
@@ -411,10 +411,14 @@ def benchmark(args: argparse.Namespace, overrides: list[str]) -> int:
                             warm = None
                         before = cpu_snapshot()
                         record = sample_chain(engine, kernel, stepper, task, problem, chain, settings.seed, schedule)
-                        record["others_cpu_s"] = others_cpu_s(before, cpu_snapshot())
+                        after = cpu_snapshot()
+                        # The window holds the chain and its prompt's encoding and grading: the CPU
+                        # others used in it is divided by its own length, not the chain's wall time.
+                        record["others_cpu_s"] = others_cpu_s(before, after)
+                        record["load_window_s"] = window_s(before, after)
                         records[(traversal, n_pf)].append(record)
-                        others = as_cores(record["others_cpu_s"], record["wall_time_s"])
-                        busy = others >= BUSY_OTHERS_CORES and record["wall_time_s"] >= FLAG_MIN_WALL_S
+                        others = as_cores(record["others_cpu_s"], record["load_window_s"])
+                        busy = is_busy(record["others_cpu_s"], record["load_window_s"])
                         print(
                             f"  {sampler} {traversal:>10} n_pf={n_pf:<3} {problem.problem_id} chain {chain}: "
                             f"{record['transitions'] / record['model_calls']:.2f} transitions/call, "
@@ -489,6 +493,7 @@ def sampler_rows(sampler: str, records: dict, rounds: dict, expected: dict | Non
         call_time = sum(r["call_time_s"] for r in recs)
         wall_time = sum(r["wall_time_s"] for r in recs)
         others_cpu_s = sum(r["others_cpu_s"] for r in recs)
+        load_window_s = sum(r["load_window_s"] for r in recs)
         transitions = sum(r["transitions"] for r in recs)
         identical = sum(same_outcome(r, b) for r, b in zip(recs, baseline, strict=True))
         same_log_a = sum(same_path(r, b) for r, b in zip(recs, baseline, strict=True))
@@ -513,7 +518,9 @@ def sampler_rows(sampler: str, records: dict, rounds: dict, expected: dict | Non
                 "wall_speedup": base_wall / wall_time,
                 # CPUs other processes kept busy meanwhile (presto.eval.machine_load): near 0 on an idle
                 # machine; summed over the chains first, as one chain's ticks are coarse.
-                "others_cores": as_cores(others_cpu_s, wall_time),
+                "others_cores": as_cores(others_cpu_s, load_window_s),
+                "others_cpu_s": others_cpu_s,
+                "load_window_s": load_window_s,
                 "identical_chains": identical / len(recs),
                 "same_path_chains": same_log_a / len(recs),
                 "discarded_per_call": sum(r["discarded_requests"] for r in recs) / calls,
@@ -635,7 +642,7 @@ def print_rows(header: str, lines: list[str]) -> None:
 
 
 def print_table(rows: list[dict], cfg, metrics: dict) -> None:
-    from presto.eval.machine_load import busy_warning
+    from presto.eval.machine_load import busy_warning, is_busy
 
     s = cfg.sampler
     print(
@@ -667,9 +674,10 @@ def print_table(rows: list[dict], cfg, metrics: dict) -> None:
             for r in rows
         ],
     )
-    warning = busy_warning(max((r["others_cores"] for r in rows), default=0.0), "the benchmark")
-    if warning is not None:
-        print(warning, file=sys.stderr)
+    busy_rows = [r for r in rows if is_busy(r["others_cpu_s"], r["load_window_s"])]
+    if busy_rows:
+        busiest = max(busy_rows, key=lambda r: r["others_cores"])
+        print(busy_warning(busiest["others_cpu_s"], busiest["load_window_s"], "the benchmark"), file=sys.stderr)
     walks = [r for r in rows if "transitions_per_round" in r]
     if walks:
         print(

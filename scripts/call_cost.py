@@ -70,7 +70,7 @@ def measure(args: argparse.Namespace, overrides: list[str]) -> int:
 def timings(engine, args: argparse.Namespace, cfg, tau: float, temperatures: tuple[float, ...]) -> None:
     """Print one line per (temperatures, rows) call, as each is measured."""
     from presto.engines.base import SuffixRequest
-    from presto.eval.machine_load import busy_warning, cpu_snapshot, others_cores
+    from presto.eval.machine_load import busy_warning, cpu_snapshot, others_cpu_s, window_s
 
     # Token ids 100, 101, ...: ordinary tokens of a real vocabulary (a toy table's wraps around).
     vocab = getattr(engine, "vocab_size", None) or 100 + args.prompt_tokens
@@ -96,7 +96,8 @@ def timings(engine, args: argparse.Namespace, cfg, tau: float, temperatures: tup
                 f"{label:>12} {rows:>5} {seconds:>8.3f} {1000 * seconds / args.tokens:>8.1f} {seconds / single:>9.2f}x",
                 flush=True,
             )
-    warning = busy_warning(others_cores(before, cpu_snapshot()), "these calls")
+    after = cpu_snapshot()
+    warning = busy_warning(others_cpu_s(before, after), window_s(before, after), "these calls")
     if warning is not None:  # the ratios of a busy machine are not its idle curve
         print(warning, file=sys.stderr)
 

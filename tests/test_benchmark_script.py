@@ -152,6 +152,7 @@ def test_rows_split_wall_time_into_calls_and_host_work():
     def chain(call_s: float, wall_s: float, calls: int, others_cpu_s: float = 0.0) -> dict:
         return {
             "others_cpu_s": others_cpu_s,
+            "load_window_s": wall_s + 1.0,  # the chain, and its prompt's encoding and grading
             "model_calls": calls,
             "call_time_s": call_s,
             "wall_time_s": wall_s,
@@ -175,38 +176,30 @@ def test_rows_split_wall_time_into_calls_and_host_work():
     assert bfs["wall_time_s"] == 6.0 and bfs["host_time_s"] == 3.0
     assert bfs["speedup"] == 4.0  # in call time: 12 s against 3 s
     assert bfs["wall_speedup"] == 13.0 / 6.0  # in wall time, host work included
-    # Other processes' CPU seconds over the setting's wall time (a tick's negative noise included).
-    assert sequential["others_cores"] == 0.0 and bfs["others_cores"] == pytest.approx(4.49 / 6.0)
+    # Other processes' CPU seconds over the setting's load windows (a tick's negative noise included).
+    assert sequential["others_cores"] == 0.0 and bfs["others_cores"] == pytest.approx(4.49 / 8.0)
 
 
 def test_a_benchmark_on_a_busy_machine_says_so(toy_table, tmp_path, monkeypatch, capsys):
     """Chains timed while other processes kept CPUs busy are flagged on their line and after the tables."""
     import presto.eval.machine_load as machine_load
-    import presto.runner.run as runner
     from tests.conftest import call_script, load_script
 
     benchmark = load_script("benchmark")
     steps = iter(range(10**6))
 
-    def snapshot():  # between two snapshots, other processes use 0.6 CPU seconds
+    def snapshot():  # 1 s between two snapshots, 0.6 CPU seconds of it other processes'
         step = next(steps)
         return machine_load.CpuSnapshot(wall_s=float(step), machine_busy_s=0.6 * step, own_s=0.0)
 
-    real_sample_chain = runner.sample_chain
-
-    def two_second_chain(*args, **kwargs):  # toy chains take milliseconds: too short to flag alone
-        record = real_sample_chain(*args, **kwargs)
-        return {**record, "wall_time_s": 2.0}
-
     monkeypatch.setattr(machine_load, "cpu_snapshot", snapshot)
-    monkeypatch.setattr(runner, "sample_chain", two_second_chain)
     out = tmp_path / "figures.json"
     args = ("--samplers", "powermh", "--traversals", "bfs", "--n-pf", "3", *toy_overrides(toy_table))
     assert call_script(benchmark, *args, "--out", str(out)) == 0
     captured = capsys.readouterr()
-    assert captured.out.count("(other processes kept 0.30 CPUs busy)") == 8  # 4 chains x 2 settings
-    assert "warning: other processes kept 0.30 of this machine's" in captured.err
-    assert [round(row["others_cores"], 9) for row in json.loads(out.read_text())["rows"]] == [0.3, 0.3]
+    assert captured.out.count("(other processes kept 0.60 CPUs busy)") == 8  # 4 chains x 2 settings
+    assert "warning: other processes kept 0.60 of this machine's" in captured.err
+    assert [round(row["others_cores"], 9) for row in json.loads(out.read_text())["rows"]] == [0.6, 0.6]
 
 
 def test_benchmarks_started_in_the_same_second_write_separate_default_files(toy_table, tmp_path):

@@ -8,13 +8,29 @@ import time
 
 import pytest
 
-from presto.eval.machine_load import BUSY_OTHERS_CORES, CpuSnapshot, busy_warning, cpu_snapshot, others_cores
+from presto.eval.machine_load import (
+    BUSY_OTHERS_CORES,
+    FLAG_MIN_WALL_S,
+    CpuSnapshot,
+    as_cores,
+    busy_warning,
+    cpu_snapshot,
+    is_busy,
+    others_cpu_s,
+    window_s,
+)
+
+
+def others_cores(start: CpuSnapshot, end: CpuSnapshot) -> float:
+    return as_cores(others_cpu_s(start, end), window_s(start, end))
+
 
 SPIN = "import time\nend = time.process_time() + {seconds}\nwhile time.process_time() < end: pass\n"
 
 
 def test_others_are_the_machines_busy_time_less_this_process_trees_per_wall_second():
     start = CpuSnapshot(wall_s=10.0, machine_busy_s=100.0, own_s=5.0)
+    assert others_cpu_s(start, CpuSnapshot(12.0, 104.0, 6.0)) == 3.0
     assert others_cores(start, CpuSnapshot(12.0, 104.0, 6.0)) == 1.5  # (4 - 1) CPU seconds in 2 s
     assert others_cores(start, CpuSnapshot(12.0, 101.0, 6.0)) == 0.0  # all of it ours
     # Counters read a tick apart can make ours exceed the machine's: never a negative load.
@@ -22,10 +38,13 @@ def test_others_are_the_machines_busy_time_less_this_process_trees_per_wall_seco
     assert others_cores(start, start) == 0.0  # no time passed
 
 
-def test_the_warning_names_the_load_only_above_the_threshold():
-    assert busy_warning(BUSY_OTHERS_CORES / 2, "the benchmark") is None
-    line = busy_warning(1.25, "the benchmark")
+def test_the_warning_names_the_load_only_above_the_threshold_over_a_long_enough_window():
+    assert busy_warning(BUSY_OTHERS_CORES / 2 * 10.0, 10.0, "the benchmark") is None
+    line = busy_warning(12.5, 10.0, "the benchmark")
     assert line.startswith("warning: other processes kept 1.25 of this machine's") and "the benchmark" in line
+    # A window of a few counter ticks says nothing: 2 ticks of 10 ms in 50 ms would read 0.40 CPUs.
+    assert not is_busy(0.02, 0.05) and busy_warning(0.02, 0.05, "these calls") is None
+    assert is_busy(0.4 * FLAG_MIN_WALL_S, FLAG_MIN_WALL_S)
 
 
 def _spin_for_cpu(seconds: float, *, detached: bool) -> None:

@@ -64,16 +64,21 @@ def as_cores(cpu_s: float, wall_s: float) -> float:
     return min(max(0.0, cpu_s / wall_s), float(os.cpu_count() or 1))
 
 
-def others_cores(start: CpuSnapshot, end: CpuSnapshot) -> float:
-    """Average CPUs other processes kept busy between two snapshots."""
-    return as_cores(others_cpu_s(start, end), end.wall_s - start.wall_s)
+def window_s(start: CpuSnapshot, end: CpuSnapshot) -> float:
+    return end.wall_s - start.wall_s
 
 
-def busy_warning(others: float, what: str) -> str | None:
-    """One line when other processes took more than BUSY_OTHERS_CORES on average during ``what``."""
-    if others < BUSY_OTHERS_CORES:
+def is_busy(cpu_s: float, wall_s: float) -> bool:
+    """Other processes' ``cpu_s`` over a window of ``wall_s`` seconds (sums of windows allowed) mark
+    a busy machine: BUSY_OTHERS_CORES or more, over a window long enough to tell."""
+    return wall_s >= FLAG_MIN_WALL_S and as_cores(cpu_s, wall_s) >= BUSY_OTHERS_CORES
+
+
+def busy_warning(cpu_s: float, wall_s: float, what: str) -> str | None:
+    """One line when :func:`is_busy`, else None."""
+    if not is_busy(cpu_s, wall_s):
         return None
     return (
-        f"warning: other processes kept {others:.2f} of this machine's {os.cpu_count()} CPUs busy during {what}; "
-        "its timings are not an idle machine's (rerun it alone for figures to compare)"
+        f"warning: other processes kept {as_cores(cpu_s, wall_s):.2f} of this machine's {os.cpu_count()} CPUs busy "
+        f"during {what}; its timings are not an idle machine's (rerun it alone for figures to compare)"
     )

@@ -360,7 +360,7 @@ def shared_request_walk(
     realize, usable = np.zeros(len(cuts)), np.zeros(len(cuts))
     grid = np.array(sorted({*cuts, length}))
     if repeat_logq is not None:
-        prefix = np.concatenate([[0.0], np.cumsum(np.asarray(repeat_logq, dtype=np.float64))])
+        logq = np.asarray(repeat_logq, dtype=np.float64)
     states = _WalkStates.start(length)
     for d, cut in enumerate(cuts):
         # A walk stops (is deferred) at its first depth whose cut its state no longer holds;
@@ -379,7 +379,9 @@ def shared_request_walk(
             landing, chance, repeat = np.array([cut]), np.array([1.0]), 0.0
         else:
             above = grid[grid >= cut]  # ends with T
-            survive = np.exp(prefix[above] - prefix[cut])  # P(the proposal repeats the root up to v)
+            # P(the proposal repeats the root up to v), summed from the cut itself: a -inf log q
+            # before the cut (a token the proposal law excludes) must not turn it into -inf - -inf.
+            survive = np.exp(np.concatenate([[0.0], np.cumsum(logq[cut:])])[above - cut])
             repeat = float(survive[-1])  # P(the proposal equals the root's suffix)
             drops = survive[:-1] - survive[1:]  # P(its first difference lies in [v, next grid point))
             landing, chance = above[:-1][drops > 0], drops[drops > 0]

@@ -19,8 +19,8 @@ import numpy as np
 
 def _plain(value: Any) -> Any:
     """JSON-safe values: numpy scalars and arrays to Python, non-finite floats to null."""
-    if isinstance(value, dict):
-        return {str(k): _plain(v) for k, v in value.items()}
+    if isinstance(value, dict):  # keys named as json names them (True -> "true", None -> "null")
+        return {json.dumps(k) if isinstance(k, bool) or k is None else str(k): _plain(v) for k, v in value.items()}
     if isinstance(value, list | tuple):
         return [_plain(v) for v in value]
     if isinstance(value, np.ndarray):
