@@ -1,10 +1,11 @@
 """Review of the host-speed change (16d7f8b..): the numpy reach DP, batched path features, the
 per-block DecisionInputs cache, dumps' fast path, the verbatim trees.jsonl resume and machine_load.
 
-The four defects the review found are fixed, and their tests are ordinary ones: a -inf log q before a
-cut, bool/None keys in dumps' two paths, the benchmark's load window, and windows too short to flag.
-The other tests cover equivalences the change relies on that no test checked yet (the DP against following every path at edge cuts, certain repeats and 0/1 branches;
-array node_features against per-pair rows; the resume's copy of odd trees.jsonl lines).
+The four defects the review found are fixed, and their tests are ordinary ones: a -inf log q before
+a cut, bool/None keys in dumps' two paths, the benchmark's load window, and windows too short to
+flag. The other tests cover equivalences the change relies on that no test checked yet (the DP
+against following every path at edge cuts, certain repeats and 0/1 branches; array node_features
+against per-pair rows; the resume's copy of odd trees.jsonl lines).
 """
 
 from __future__ import annotations
