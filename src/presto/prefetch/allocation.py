@@ -409,17 +409,17 @@ def shared_request_walk(
         first, group, count = moving.groups(ignore_agreement=True)
         sources = moving.take(first)
         differing = sources.with_probability(np.bincount(group, moving.p * h_differ[live], minlength=count))
-        repeating = sources.with_probability(np.bincount(group, moving.p * h_repeat[live], minlength=count))
-        states = _WalkStates.concatenate(
-            [
-                states.with_probability(states.p * rejected),
-                # A stopped walk's transition is decided later, from a prefix that already differs
-                # from the root's before the cut: an acceptance keeps the agreement where it is.
-                stopped.with_probability(stopped.p * h[~live]),
-                differing.spread(landing, chance),
-                repeating.spread([length], [repeat]),
-            ]
-        )
+        parts = [
+            states.with_probability(states.p * rejected),
+            # A stopped walk's transition is decided later, from a prefix that already differs
+            # from the root's before the cut: an acceptance keeps the agreement where it is.
+            stopped.with_probability(stopped.p * h[~live]),
+            differing.spread(landing, chance),
+        ]
+        if repeat > 0:  # else (always without repeat_logq) the repeats would only add zero-probability states
+            repeating = sources.with_probability(np.bincount(group, moving.p * h_repeat[live], minlength=count))
+            parts.append(repeating.spread([length], [repeat]))
+        states = _WalkStates.concatenate(parts)
     return realize, usable
 
 
