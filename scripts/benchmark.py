@@ -645,9 +645,10 @@ def print_table(rows: list[dict], cfg, metrics: dict) -> None:
     from presto.eval.machine_load import busy_warning, is_busy
 
     s = cfg.sampler
+    shard = f" shard={cfg.dataset.shard}" if cfg.dataset.get("shard") is not None else ""
     print(
         f"\nengine={cfg.engine.name} model={cfg.model.path} dataset={cfg.dataset.name} "
-        f"prompts={cfg.dataset.num_prompts} chains/prompt={cfg.run.chains_per_prompt} "
+        f"prompts={cfg.dataset.num_prompts}{shard} chains/prompt={cfg.run.chains_per_prompt} "
         f"alpha={s.alpha} n={s.max_new_tokens} B={s.block_size} K={s.steps} seed={cfg.seed}"
     )
     print_rows(

@@ -256,7 +256,7 @@ def test_a_resume_checks_the_prompt_of_each_fingerprinted_chain():
 def test_a_resume_refuses_chains_beyond_its_prompts_and_chains_and_no_fewer(tmp_path):
     """RN11 (chain index == chains_per_prompt admitted), RN12 (as many prompts as num_prompts
     refused), RN13 (a chain of a prompt the run no longer has admitted once the ids are known)."""
-    settings = SimpleNamespace(chains_per_prompt=2, num_prompts=2)
+    settings = SimpleNamespace(chains_per_prompt=2, num_prompts=2, shard=None)
     full = [{"prompt_id": p, "chain": c} for p in ("x", "y") for c in (0, 1)]
     run_module.check_resumed_extent(settings, full, tmp_path)  # exactly the run's chains
     run_module.check_resumed_extent(settings, full, tmp_path, {"x", "y", "z"})

@@ -51,6 +51,46 @@ class RunSettings:
     max_logged_nodes: int
     progress: bool
     rescore: bool = False  # also rescore each final state under p0 (not a model call)
+    shard: Shard | None = None  # dataset.shard: this job's share of the prompts
+
+
+@dataclass(frozen=True)
+class Shard:
+    """``dataset.shard=I/N``: of the run's prompts, those at positions I, I + N, I + 2N, ...
+
+    Strided rather than in blocks, so that every shard gets a mix of the dataset's problems
+    (datasets are often ordered by difficulty or subject) and the shards' sizes differ by at
+    most one. A chain's random inputs are keyed by its problem's row in the dataset, not by its
+    position in a shard, so a shard's chains are exactly the whole run's chains of its prompts.
+    """
+
+    index: int
+    count: int
+
+    def select(self, problems: list) -> list:
+        return problems[self.index :: self.count]
+
+    def size(self, total: int) -> int:
+        """How many of ``total`` prompts this shard holds."""
+        return len(range(self.index, total, self.count))
+
+    def __str__(self) -> str:
+        return f"{self.index}/{self.count}"
+
+
+def parse_shard(value: Any) -> Shard | None:
+    """``dataset.shard``: null (every prompt) or "I/N" with 0 <= I < N; anything else is one ConfigError line."""
+    if value is None:
+        return None
+    index, slash, count = str(value).strip().partition("/")
+    if not (slash and index.strip().isdigit() and count.strip().isdigit()) or isinstance(value, bool):
+        raise ConfigError(
+            f"dataset.shard must be I/N (this job runs prompts I, I+N, I+2N, ...; 0 <= I < N), or null, got {value!r}"
+        )
+    shard = Shard(int(index), int(count))
+    if shard.count < 1 or shard.index >= shard.count:
+        raise ConfigError(f"dataset.shard={value} needs 0 <= I < N (shards are numbered from 0), got I={shard.index}")
+    return shard
 
 
 RUN_KEYS = ("chains_per_prompt", "resume", "max_logged_nodes", "progress", "rescore")
@@ -298,6 +338,11 @@ def validate(cfg: DictConfig) -> RunSettings:
             "model=smollm2 or model.path=DIR (a Hugging Face folder) or a .gguf file"
         )
     validate_dataset(cfg)
+    shard = parse_shard(OmegaConf.select(cfg, "dataset.shard", default=None))
+    if shard is not None and shard.size(prompts) == 0:
+        raise ConfigError(
+            f"dataset.shard={shard} holds no prompt of dataset.num_prompts={prompts}: use at most {prompts} shards"
+        )
     traversal_options = {k: v for k, v in OmegaConf.to_container(cfg.traversal, resolve=True).items() if k != "name"}
     if traversal in ("sequential", "bfs"):  # rules without options: a key given to them is a mistake
         check_keys(traversal_options, "traversal", f"traversal={traversal}", ())
@@ -313,6 +358,7 @@ def validate(cfg: DictConfig) -> RunSettings:
         max_logged_nodes=max_nodes,
         progress=_flag(cfg, "run.progress"),
         rescore=_flag(cfg, "run.rescore", default=False),
+        shard=shard,
     )
 
 

@@ -389,6 +389,8 @@ class RunData:
                 values.update(flatten(self.config.get(section, {}), section))
             if "dataset.num_prompts" in values:
                 values["dataset.num_prompts"] = self.prompts_to_run
+            if values.get("dataset.shard") is None:  # runs made before dataset.shard existed have none
+                values.pop("dataset.shard", None)
             prefix = "sampler"
         for key in BASELINE_UNUSED_KEYS.get(self.sampler_name, ()):
             values.pop(f"{prefix}.{key}", None)

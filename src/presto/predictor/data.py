@@ -116,9 +116,10 @@ UNKNOWN = UNKNOWN_SAMPLER
 """Sampler or traversal of a trees file with neither summary.json nor config.yaml beside it."""
 
 # Parts of a run's config.yaml that decide its MH decisions (traversal, budget, logging and
-# run.* do not), and keys inside them that only choose how many prompts run.
+# run.* do not), and keys inside them that only choose which prompts run (the shards of one
+# setting pool into one training set).
 SETTING_SECTIONS = ("seed", "engine", "model", "dataset", "sampler")
-SETTING_IGNORED = {"dataset": ("num_prompts",)}
+SETTING_IGNORED = {"dataset": ("num_prompts", "shard")}
 
 
 @dataclass(frozen=True)

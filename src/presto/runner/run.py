@@ -345,7 +345,8 @@ def check_resumed_extent(
             outside = f"chain {chain} of prompt {prompt_id}"
         elif outside is None and problem_ids is not None and prompt_id not in problem_ids:
             outside = f"chains of prompt {prompt_id}, not one of these prompts"
-    if outside is None and problem_ids is None and len(prompts) > settings.num_prompts:
+    shard_prompts = settings.num_prompts if settings.shard is None else settings.shard.size(settings.num_prompts)
+    if outside is None and problem_ids is None and len(prompts) > shard_prompts:
         outside = f"chains of {len(prompts)} prompts"
     if outside is not None:
         raise ConfigError(
@@ -516,7 +517,20 @@ def load_task_and_engine(cfg: DictConfig, settings: RunSettings) -> tuple[Task, 
             f"(dataset.num_prompts={settings.num_prompts})",
             file=sys.stderr,
         )
-    check_unique_ids(problems)
+    check_unique_ids(problems)  # over all the run's prompts: shards of one dataset must not share an id
+    if settings.shard is not None:
+        share = settings.shard.select(problems)
+        if not share:
+            raise ConfigError(
+                f"dataset.shard={settings.shard} holds none of the {len(problems)} prompts of dataset "
+                f"{dataset_cfg.get('name')}: use at most {len(problems)} shards"
+            )
+        print(
+            f"notice: dataset.shard={settings.shard}: this job runs {len(share)} of the {len(problems)} prompts "
+            f"(positions {settings.shard.index}, {settings.shard.index + settings.shard.count}, ... counted from 0)",
+            file=sys.stderr,
+        )
+        problems = share
     return task, problems, engine_from_config(cfg)
 
 
