@@ -151,3 +151,41 @@ def test_a_report_pairs_a_shard_only_with_runs_of_the_same_shard(tmp_path):
     assert runs["a"].setting_values()["dataset.shard"] == "0/2"
     # A run made before dataset.shard existed is the same setting as one with dataset.shard=null.
     assert runs["c"].setting() == runs["d"].setting() and "dataset.shard" not in runs["c"].setting_values()
+
+
+def _report_rows(path, heading: str) -> list[list[str]]:
+    lines = path.read_text().splitlines()
+    if heading not in lines:
+        return []
+    table = []
+    for line in lines[lines.index(heading) + 1 :]:
+        if line.startswith("## "):
+            break
+        if line.startswith("| ") and not line.startswith("| run |"):
+            table.append([cell.strip() for cell in line.strip("|").split("|")])
+    return table
+
+
+def test_the_report_pools_the_shards_speedup_over_all_their_paired_chains(toy_table, tmp_path):
+    from presto.eval.report import build_report
+    from presto.eval.runs import load_run
+
+    runs = {}
+    for traversal in ("sequential", "bfs"):
+        for index in range(2):
+            run_dir = tmp_path / f"{traversal}{index}"
+            run_toy(toy_table, run_dir, "dataset.num_prompts=3", f"traversal={traversal}", f"dataset.shard={index}/2")
+            runs[traversal, index] = load_run(run_dir)
+    report = build_report(list(runs.values()), tmp_path / "report.md", figures=False)
+    (row,) = _report_rows(report, "## Shards pooled")
+    assert row[0] == "powermh/bfs@20" and row[3] == "0/2 (bfs0), 1/2 (bfs1)"
+
+    def mean_call_time(traversal: str) -> float:
+        records = [r for index in range(2) for r in runs[traversal, index].chains]
+        return sum(r["call_time_s"] for r in records) / len(records)
+
+    assert int(row[4]) == 6  # 3 prompts x 2 chains, over both shards
+    assert float(row[7]) == pytest.approx(mean_call_time("sequential") / mean_call_time("bfs"), rel=1e-3)
+    # One shard alone, or shards of other seeds, pool nothing.
+    report = build_report([runs["sequential", 0], runs["bfs", 0]], tmp_path / "one.md", figures=False)
+    assert _report_rows(report, "## Shards pooled") == []

@@ -4,6 +4,7 @@
 markdown file: per sampler and setting, a table of every run's chain progress
 (transitions per call), cost (time per call, summed call time), speedup over the
 sequential run of the same setting with its decomposition, accuracy and quality; the
+speedup over the shards of one setting (``dataset.shard`` jobs) pooled; the
 paired TOST of each PreSTO run against that sequential run with a pooled test per
 sampler; Case Study 8: per task (engine, model, dataset, α, n) the MH runs beside the test-time
 baselines, per prompt over the prompts they share; and the figures of presto.eval.plots.
@@ -28,10 +29,12 @@ from presto.eval.runs import (
     chain_summary,
     compare,
     nearest_sequential,
+    pair_chains,
     pairing_note,
     pool,
     prompt_figures,
     sequential_baseline,
+    speedup,
 )
 from presto.eval.tost import DEFAULT_LEVEL, DEFAULT_MARGIN_SD, PooledResult, interval_percent
 
@@ -257,6 +260,74 @@ def _setting_title(run: RunData) -> str:
         f"{s.get('sampler')} — α={_fmt(s.get('alpha'))}, τ={_fmt(s.get('tau'))}, n={s.get('max_new_tokens')}, "
         f"B={s.get('block_size')}, K={s.get('steps')}" + (f" ({where})" if where else "")
     )
+
+
+def shards_pooled_lines(comparisons: Sequence[Comparison], names: Mapping[Path, str]) -> list[str]:
+    """The speedup over every paired chain of the shards of one setting (``dataset.shard=I/N`` jobs).
+
+    Each shard's PreSTO run is compared with its own shard's sequential run above; here the
+    pairs of the shards that agree in everything else (setting but the shard, traversal,
+    N_pf, seed) are pooled into one eq. (20) figure, as one run over all their prompts would
+    give. Of two comparisons of the same shard only the first counts (a chain pairs once).
+    """
+    groups: dict[tuple, dict[str, Comparison]] = {}
+    for c in comparisons:
+        values = c.variant.setting_values()
+        shard = values.pop("dataset.shard", None)
+        if shard is None:
+            continue
+        # A shard's prompt count is its own share; the shards of one split share the configured count and N.
+        values["dataset.num_prompts"] = c.variant._select("dataset.num_prompts")
+        values["shards"] = str(shard).partition("/")[2]
+        key = (tuple(sorted((k, repr(v)) for k, v in values.items())), c.variant.label, c.variant.summary.get("seed"))
+        groups.setdefault(key, {}).setdefault(str(shard), c)
+    rows = []
+    for by_shard in groups.values():
+        if len(by_shard) < 2:
+            continue
+        items = [by_shard[shard] for shard in sorted(by_shard, key=_shard_order)]
+        sp = speedup([pair for c in items for pair in pair_chains(c.baseline, c.variant)])
+        first = items[0].variant
+        rows.append(
+            [
+                first.label,
+                _setting_title(first),
+                first.summary.get("seed"),
+                ", ".join(
+                    f"{shard} ({names[by_shard[shard].variant.path]})" for shard in sorted(by_shard, key=_shard_order)
+                ),
+                sp.units,
+                sp.transitions_per_call_baseline,
+                sp.transitions_per_call_variant,
+                sp.speedup,
+                sp.call_reduction,
+                sp.time_per_call_increase,
+            ]
+        )
+    if not rows:
+        return []
+    header = (
+        "run",
+        "setting",
+        "seed",
+        "shards (run)",
+        "paired chains",
+        "transitions/call seq",
+        "transitions/call",
+        "speedup",
+        "call reduction",
+        "time/call increase",
+    )
+    intro = (
+        "The shards of one setting (dataset.shard=I/N) pooled: eq. (20) over every paired chain of the shards "
+        "listed, each paired within its own shard."
+    )
+    return ["## Shards pooled", "", intro, "", *_table(header, rows), ""]
+
+
+def _shard_order(shard: str) -> tuple:
+    index, _, count = shard.partition("/")
+    return (int(count), int(index)) if index.isdigit() and count.isdigit() else (0, 0, shard)
 
 
 def accuracy_note(path: Path, graded: int, answers: int) -> str | None:
@@ -601,6 +672,8 @@ def build_report(
             rows,
         )
         lines += ["", *notes, ""] if notes else [""]
+
+    lines += shards_pooled_lines([c for items in comparisons.values() for c in items], names)
 
     if comparisons:
         lines += [
