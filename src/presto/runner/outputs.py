@@ -258,26 +258,35 @@ class RunWriter:
         self.check(run_dir, resume)
         run_dir.mkdir(parents=True, exist_ok=True)
         self._lock = _exclusive_lock(run_dir)
-        # The chains an earlier session finished (as ``keep`` reduces them), until the run takes them.
-        self.previous: list[dict[str, Any]] = []
-        self._finished: set[tuple[str, int]] = set()  # filled as the earlier records are read
-        if resume:
-            # Rewritten a record at a time, dropping a torn last line so appends start on a clean
-            # line; then the rounds of chains that did not finish: they run again from their
-            # start and log those rounds anew.
-            write_lines_atomic(self.chains_path, self._read_previous(keep))
-        if resume:
-            finished = self.finished()
-            # Streamed, and each kept round copied as written: a long run's trees.jsonl is GBs.
-            trees = (
-                line
-                for _, tree, line in jsonl_lines(self.trees_path)
-                if isinstance(tree, dict) and _chain_key(tree) in finished
-            )
-            write_lines_atomic(self.trees_path, trees)
-        self._chains: TextIO = self.chains_path.open("a")
-        # A new run starts its tree log afresh (an earlier attempt may have died before any chain finished).
-        self._trees: TextIO = self.trees_path.open("a" if resume else "w")
+        try:
+            # The chains an earlier session finished (as ``keep`` reduces them), until the run takes them.
+            self.previous: list[dict[str, Any]] = []
+            self._finished: set[tuple[str, int]] = set()  # filled as the earlier records are read
+            if resume:
+                # Rewritten a record at a time, dropping a torn last line so appends start on a clean
+                # line; then the rounds of chains that did not finish: they run again from their
+                # start and log those rounds anew.
+                write_lines_atomic(self.chains_path, self._read_previous(keep))
+            if resume:
+                finished = self.finished()
+                # Streamed, and each kept round copied as written: a long run's trees.jsonl is GBs.
+                trees = (
+                    line
+                    for _, tree, line in jsonl_lines(self.trees_path)
+                    # A line naming no chain (damaged, or edited by hand) belongs to no finished chain.
+                    if chain_key_problem(tree) is None and _chain_key(tree) in finished
+                )
+                write_lines_atomic(self.trees_path, trees)
+            self._chains: TextIO = self.chains_path.open("a")
+            # A new run starts its tree log afresh (an earlier attempt may have died before any chain finished).
+            self._trees: TextIO = self.trees_path.open("a" if resume else "w")
+        except BaseException:
+            # A resume that cannot read or rewrite the files (a full disk, Ctrl-C) must not keep
+            # the directory locked until the garbage collector closes the handle.
+            for handle in (getattr(self, "_chains", None), self._lock):
+                if handle is not None:
+                    handle.close()
+            raise
 
     def _read_previous(self, keep: Callable[[dict[str, Any]], dict[str, Any]] | None) -> Iterator[str]:
         """chains.jsonl's lines, rewritten, as its records are read into ``previous``.
