@@ -38,12 +38,17 @@ def test_dumps_refuses_what_is_not_json_or_numpy():
 
 @pytest.fixture
 def synced_sizes(monkeypatch) -> list[int]:
-    """The size of each file os.fsync was given, as the kernel saw it when fsync ran (the real fsync runs)."""
+    """The size of each file os.fsync was given, as the kernel saw it when fsync ran (the real fsync runs;
+    directories, synced after a rename, are left out)."""
+    import stat
+
     sizes: list[int] = []
     real = os.fsync
 
     def spy(fd):
-        sizes.append(os.fstat(fd).st_size)
+        status = os.fstat(fd)
+        if not stat.S_ISDIR(status.st_mode):
+            sizes.append(status.st_size)
         return real(fd)
 
     monkeypatch.setattr(outputs.os, "fsync", spy)
@@ -144,6 +149,26 @@ def test_a_resume_that_fails_midway_releases_the_directory_lock(tmp_path, monkey
     monkeypatch.undo()
     assert failure.value.__traceback__ is not None  # the half-built writer is still referenced
     RunWriter(tmp_path, resume=True).close()  # no "another run is writing to ..."
+
+
+def test_a_durable_atomic_write_also_syncs_its_directory(tmp_path, monkeypatch):
+    """The rename of a durable write is on disk too (the directory's fsync, after the file's); a
+    non-durable write syncs neither."""
+    import stat
+
+    synced: list[str] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd):
+        synced.append("dir" if stat.S_ISDIR(os.fstat(fd).st_mode) else "file")
+        real_fsync(fd)
+
+    monkeypatch.setattr(outputs.os, "fsync", recording_fsync)
+    write_lines_atomic(tmp_path / "a.jsonl", ["x\n"])
+    assert synced == ["file", "dir"] and (tmp_path / "a.jsonl").read_text() == "x\n"
+    synced.clear()
+    write_lines_atomic(tmp_path / "b.jsonl", ["y\n"], durable=False)
+    assert synced == []
 
 
 # --- machine_load.py ---------------------------------------------------------------------------------

@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
+from presto.runner.outputs import fsync_path
+
 __all__ = [
     "DEFAULT_MODEL",
     "ModelNotFoundError",
@@ -303,8 +305,8 @@ def _publish(tmp: Path, final: Path, done: Callable[[Path], bool]) -> None:
     # the weights: after a power loss the folder would read as complete over a truncated
     # model.safetensors, for good. So the contents reach the disk before the name does.
     for path in sorted(tmp.rglob("*"), key=lambda p: p.is_dir()):
-        _fsync(path)
-    _fsync(tmp)
+        fsync_path(path)
+    fsync_path(tmp)
     if final.exists() and not done(final):
         _remove_aside(final)
     try:
@@ -314,25 +316,7 @@ def _publish(tmp: Path, final: Path, done: Callable[[Path], bool]) -> None:
             shutil.rmtree(tmp, ignore_errors=True)
             return
         raise
-    _fsync(final.parent)  # the rename itself
-
-
-def _fsync(path: Path) -> None:
-    """Flush a file's or a folder's contents to disk (folders: where the OS allows it)."""
-    folder = path.is_dir()
-    try:
-        fd = os.open(path, os.O_RDONLY)
-    except OSError:
-        if folder:  # Windows cannot open a folder with os.open: nothing to flush there
-            return
-        raise
-    try:
-        os.fsync(fd)
-    except OSError:
-        if not folder:  # some network file systems refuse fsync on a folder; on a file it is real
-            raise
-    finally:
-        os.close(fd)
+    fsync_path(final.parent)  # the rename itself
 
 
 def _remove_aside(path: Path) -> None:

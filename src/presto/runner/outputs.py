@@ -71,6 +71,28 @@ def write_lines_atomic(path: Path, lines: Iterable[str], *, durable: bool = True
     except BaseException:  # a full disk, a directory in the way, Ctrl-C: leave no half-written sibling
         tmp.unlink(missing_ok=True)
         raise
+    if durable:
+        fsync_path(path.parent)  # the rename itself
+
+
+def fsync_path(path: Path) -> None:
+    """Flush a file's or a folder's contents to disk (a folder's: its entries, so that a rename in
+    it survives a power loss, as POSIX asks). A folder that cannot be opened (Windows) or synced
+    (some network filesystems) is left as it is: the rename still survives the process being killed."""
+    folder = path.is_dir()
+    try:
+        fd = os.open(path, os.O_RDONLY)
+    except OSError:
+        if folder:
+            return
+        raise
+    try:
+        os.fsync(fd)
+    except OSError:
+        if not folder:  # on a file the fsync is real
+            raise
+    finally:
+        os.close(fd)
 
 
 def write_json_atomic(path: Path, data: dict[str, Any]) -> None:
