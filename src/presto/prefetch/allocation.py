@@ -385,7 +385,14 @@ def shared_request_walk(
             repeat = float(survive[-1])  # P(the proposal equals the root's suffix)
             drops = survive[:-1] - survive[1:]  # P(its first difference lies in [v, next grid point))
             landing, chance = above[:-1][drops > 0], drops[drops > 0]
-        h = np.clip(np.asarray(branch(d, cut, states.m, states.a), dtype=np.float64), 0.0, 1.0)
+        h = np.asarray(branch(d, cut, states.m, states.a), dtype=np.float64)
+        if not np.isfinite(h).all():
+            # A broken prediction (NaN) would give its states NaN probabilities, which the prune
+            # above drops as if they were 0: the deeper depths would look unreachable. Say "unknown"
+            # instead, so that the planner falls back to requesting every depth, as BFS does.
+            realize[d + 1 :] = usable[d + 1 :] = np.nan
+            break
+        h = np.clip(h, 0.0, 1.0)
         # Not at the root (L < T), a proposal that repeats the root's suffix is a real move
         # (back to the root), accepted with the predicted probability like any other. At the
         # root, an exact repeat has MH ratio 1 and is always accepted; the rest of the
