@@ -30,7 +30,9 @@ def test_a_shard_is_null_or_i_of_n(value, expected):
     assert parse_shard(value) == expected
 
 
-@pytest.mark.parametrize("value", ["abc", 1, True, "4/4", "5/4", "-1/4", "1/0", "0/0", "1/2/3", "1/", "/2", "1.0/2"])
+@pytest.mark.parametrize(
+    "value", ["abc", 1, True, "4/4", "5/4", "-1/4", "1/0", "0/0", "1/2/3", "1/", "/2", "1.0/2", "²/4"]
+)
 def test_anything_else_is_one_config_error(value):
     with pytest.raises(ConfigError, match=r"^dataset\.shard"):
         parse_shard(value)

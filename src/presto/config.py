@@ -83,7 +83,8 @@ def parse_shard(value: Any) -> Shard | None:
     if value is None:
         return None
     index, slash, count = str(value).strip().partition("/")
-    if not (slash and index.strip().isdigit() and count.strip().isdigit()) or isinstance(value, bool):
+    # isdecimal, not isdigit: int() refuses digits such as "²" that isdigit accepts.
+    if not (slash and index.strip().isdecimal() and count.strip().isdecimal()):
         raise ConfigError(
             f"dataset.shard must be I/N (this job runs prompts I, I+N, I+2N, ...; 0 <= I < N), or null, got {value!r}"
         )

@@ -285,7 +285,8 @@ def shards_pooled_lines(comparisons: Sequence[Comparison], names: Mapping[Path, 
     for by_shard in groups.values():
         if len(by_shard) < 2:
             continue
-        items = [by_shard[shard] for shard in sorted(by_shard, key=_shard_order)]
+        shards = sorted(by_shard, key=_shard_order)
+        items = [by_shard[shard] for shard in shards]
         sp = speedup([pair for c in items for pair in pair_chains(c.baseline, c.variant)])
         first = items[0].variant
         rows.append(
@@ -293,9 +294,7 @@ def shards_pooled_lines(comparisons: Sequence[Comparison], names: Mapping[Path, 
                 first.label,
                 _setting_title(first),
                 first.summary.get("seed"),
-                ", ".join(
-                    f"{shard} ({names[by_shard[shard].variant.path]})" for shard in sorted(by_shard, key=_shard_order)
-                ),
+                ", ".join(f"{shard} ({names[c.variant.path]})" for shard, c in zip(shards, items, strict=True)),
                 sp.units,
                 sp.transitions_per_call_baseline,
                 sp.transitions_per_call_variant,

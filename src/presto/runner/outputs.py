@@ -289,7 +289,6 @@ class RunWriter:
                 # line; then the rounds of chains that did not finish: they run again from their
                 # start and log those rounds anew.
                 write_lines_atomic(self.chains_path, self._read_previous(keep))
-            if resume:
                 finished = self.finished()
                 # Streamed, and each kept round copied as written: a long run's trees.jsonl is GBs.
                 trees = (
